@@ -1,0 +1,58 @@
+"""Thin send actors: one per queue, both calling :mod:`outbox.delivery`."""
+
+from __future__ import annotations
+
+import threading
+from functools import cache
+
+import dramatiq
+from psycopg_pool import ConnectionPool
+
+from jobs.queues import queue_name
+from outbox.config import default_settings
+from outbox.delivery import Delivery
+from outbox.models import Priority
+from outbox.transports.smtp import SmtpConfig, SmtpTransport
+
+# Set by the shutdown middleware; a batch in progress hands back what it has
+# not tried instead of outliving the platform's grace period.
+stopping = threading.Event()
+
+
+@cache
+def delivery() -> Delivery:
+    """Per process (created after the worker forks): pool, transport, templates."""
+    settings = default_settings()
+    pool = ConnectionPool(
+        settings.database_url,
+        min_size=1,
+        max_size=16,
+        check=ConnectionPool.check_connection,
+        name="outbox-worker",
+        open=True,
+    )
+    transport = SmtpTransport(
+        SmtpConfig.from_url(
+            settings.smtp_url,
+            starttls=settings.smtp_starttls,
+            connect_timeout=settings.smtp_connect_timeout,
+            command_timeout=settings.smtp_command_timeout,
+        )
+    )
+    return Delivery(settings, pool, transport, stopping=stopping)
+
+
+# No max_retries: the Retries middleware is removed (jobs.queues), the row owns retries.
+_OPTIONS = {
+    "time_limit": int(default_settings().stuck_seconds * 1000),
+}
+
+
+@dramatiq.actor(queue_name=queue_name(Priority.HIGH), actor_name="deliver_high", **_OPTIONS)
+def deliver_high(ids: list[int]) -> None:
+    delivery().deliver(ids)
+
+
+@dramatiq.actor(queue_name=queue_name(Priority.BULK), actor_name="deliver_bulk", **_OPTIONS)
+def deliver_bulk(ids: list[int]) -> None:
+    delivery().deliver(ids)

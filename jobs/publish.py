@@ -1,0 +1,27 @@
+"""Publishing relay batches as Dramatiq messages."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import dramatiq
+
+from jobs.queues import queue_name
+from outbox.models import Priority
+
+ACTOR_NAMES = {Priority.HIGH: "deliver_high", Priority.BULK: "deliver_bulk"}
+
+
+class Publisher:
+    """The relay's ``publish`` callable: no actor import needed, only names."""
+
+    def __init__(self, broker: dramatiq.Broker) -> None:
+        self.broker = broker
+
+    def __call__(self, priority: Priority, groups: Sequence[Sequence[int]]) -> None:
+        queue, actor = queue_name(priority), ACTOR_NAMES[priority]
+        for ids in groups:
+            message: dramatiq.Message[None] = dramatiq.Message(
+                queue_name=queue, actor_name=actor, args=(list(ids),), kwargs={}, options={}
+            )
+            self.broker.enqueue(message)

@@ -1,0 +1,376 @@
+"""What a server's rejection text means: keyword tables grouped by reason.
+
+Phrases are the wording real MTAs use (Postfix, Sendmail, Exim, qmail, Exchange,
+Gmail, Yahoo, Outlook.com, ...), written as small regex families so that variants
+("user unknown", "unknown user", "user not found", "no such user") share one rule.
+
+Three tiers, checked in order by :mod:`outbox.bounces.verdict`:
+
+* ``SPECIFIC_SOFT`` - refusals that say *why* the mail was refused without saying the
+  address is dead (block lists, spam, authentication, quota, size, rate, relaying,
+  sender problems, suspended accounts, content).  These win over everything, because
+  many policy refusals are phrased "Recipient address rejected: ...".
+* ``HARD`` - the address or its domain does not exist.
+* ``GENERIC_SOFT`` - vague or temporary wording (timeouts, expiry, "service
+  unavailable", "denied", "rejected").
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+
+def _rx(*parts: str) -> re.Pattern[str]:
+    return re.compile("|".join(f"(?:{p})" for p in parts), re.I)
+
+
+Table = Sequence[tuple[str, re.Pattern[str]]]
+
+# Office 365 directory-based edge blocking answers unknown recipients this way
+# (Microsoft: "550 5.4.1 Recipient address rejected: Access denied").  It must be
+# checked before the generic "access denied" block rule below.
+OVERRIDE_HARD: Table = (
+    ("user_unknown", _rx(r"recipient address rejected:\s*access denied\.?\s*as\(")),
+)
+
+SPECIFIC_SOFT: Table = (
+    (
+        "authentication",
+        _rx(
+            r"\bdmarc\b",
+            r"\bspf\b",
+            r"\bdkim\b",
+            r"unauthenticated (?:e-?mail|mail|message)",
+            r"authentication (?:checks? )?(?:failed|failure|required)",
+            r"(?:was |is )?not authenticated",
+            r"sender policy framework",
+            r"does not pass (?:\w+ )?verification",
+        ),
+    ),
+    ("virus", _rx(r"\bvirus(?:es)?\b", r"malware", r"\binfected\b", r"\btrojan\b")),
+    (
+        "spam",
+        _rx(
+            r"\bspam\b",
+            r"\bspam(?:my|[- ]?like|[- ]?score|[- ]?classification|assassin)",
+            r"\bjunk\b",
+            r"\bUBE\b",
+            r"unsolicited",
+            r"bulk (?:e-?mail|mail)",
+            r"phishing",
+            r"\bspamsignature",
+        ),
+    ),
+    (
+        "blocked",
+        _rx(
+            r"black ?list",
+            r"block ?list",
+            r"\bblocked\b",
+            r"\bdnsbl\b",
+            r"\brbl\b",
+            r"spamhaus",
+            r"spamcop",
+            r"barracuda",
+            r"\bsorbs\b",
+            r"abuseat",
+            r"reputation",
+            r"reverse (?:dns|lookup)",
+            r"\brdns\b",
+            r"\bptr\b",
+            r"client host (?:\S+ )?rejected",
+            r"helo command rejected",
+            r"(?:your|sending|client|the) ip\b",
+            r"dynamic ip",
+            r"not allowed to (?:connect|send)",
+            r"smtp server of your isp",
+            r"weren't sent",
+            r"refused to talk to me",
+            r"not accepting connections",
+            r"listed (?:at|in|on|by) ",
+            r"\bbanned\b",
+            r"access denied",
+            r"connection refused by",
+            r"may not be (?:a )?mail exchanger",
+            r"too many errors",
+            r"forbidden by",
+            r"valid sender domain",
+            r"unverifiable sending ip|unverifyable sending ip",
+        ),
+    ),
+    (
+        "message_too_big",
+        _rx(
+            r"(?:message|mail|e-?mail|size|length)\b[^.]{0,40}\b(?:too (?:large|big)|exceed)",
+            r"too (?:large|big) for",
+            r"(?:message|mail) size limit",
+            r"maximum (?:message |allowed )?size",
+            r"exceeds (?:the )?(?:fixed )?(?:maximum|max|administrative|size)",
+            r"recip(?:ient)?sizelimit",
+            r"\bmessage too (?:large|big)",
+        ),
+    ),
+    (
+        "rate_limited",
+        _rx(
+            r"(?:sending|daily|hourly|message|send) (?:quota|limit)",
+            r"rate[- ]?limit",
+            r"too many (?:connections|messages|mails|e-?mails|recipients|concurrent|sessions|"
+            r"simultaneous|rcpt)",
+            r"frequency limit",
+            r"receiving mail at a rate",
+            r"(?:rate|volume) (?:of|that) ",
+            r"temporarily deferred",
+            r"unexpected volume",
+            r"throttl",
+            r"slow down",
+            r"\bspeed(?:ing)? limit",
+        ),
+    ),
+    (
+        "mailbox_full",
+        _rx(
+            r"mail ?box\b[^.]{0,30}\b(?:full|quota|exceed|storage|size limit)",
+            r"(?:over|exceed(?:ed|s|ing)?)(?: (?:the|its|his|her|their|your))? (?:disk |storage |mail )?quota",
+            r"quota (?:exceeded|full|violation|limit|reached)",
+            r"\bdisk quota",
+            r"insufficient (?:disk |storage |system )?(?:space|storage)",
+            r"not enough (?:disk |storage )?space",
+            r"(?:disk|storage|inbox|mailfolder|mail folder|folder) (?:is )?(?:full|out of)",
+            r"out of (?:storage|disk) space",
+            r"storage (?:allocation|quota|space|limit)",
+            r"no space left",
+            r"too many messages (?:in|on|for)",
+            r"full mailbox",
+            r"exceeded the local limit",
+            r"(?:account|user|recipient) (?:is |has )?(?:over|exceeded) (?:its |the )?(?:limit|quota)",
+            r"boite (?:du destinataire )?pleine",
+            r"mailbox exceeds",
+        ),
+    ),
+    (
+        "relay_denied",
+        _rx(
+            r"relay(?:ing)? (?:denied|not (?:permitted|allowed)|access denied|prohibited|refused)",
+            r"not (?:configured|permitted|allowed|authori[sz]ed) to relay",
+            r"(?:unable|refuse) to relay",
+            r"we do not relay",
+            r"\bno relaying\b",
+            r"isn't in my list of allowed rcpthosts",
+        ),
+    ),
+    (
+        "sender_rejected",
+        _rx(
+            r"sender (?:address|domain|verify|verification|rejected|denied|is not|not allowed|"
+            r"blacklisted|unknown|invalid)",
+            r"domain of sender",
+            r"(?:mail from|envelope from|from address|from domain|return path)\b[^.]{0,60}"
+            r"(?:rejected|invalid|denied|refused|not (?:allowed|verified|accepted))",
+            r"unroute?able sender",
+            r"invalid sender",
+            r"bad sender",
+            r"unauthenticated senders?",
+            r"address is not verified",
+            r"identities failed",
+            r"valid from:",
+            r"senders? (?:are )?not allowed",
+        ),
+    ),
+    (
+        "suspended",
+        _rx(
+            r"\b(?:account|mail ?box|user|recipient|address|e-?mail)\b[^.]{0,50}\b(?:disabled|"
+            r"suspended|inactive|deactivated|frozen|locked|terminated|archived|on hold)\b",
+            r"\b(?:disabled|suspended|inactive|deactivated|archived|blocked) (?:account|mail ?box|"
+            r"user|recipient)",
+        ),
+    ),
+    (
+        "content",
+        _rx(
+            r"content (?:rejected|refused|not accepted)",
+            r"message content",
+            r"not rfc ?\d* ?compliant",
+            r"\brfc ?(?:5322|2822|822)\b",
+            r"(?:duplicate|invalid|malformed|missing|multiple|too many) (?:\w+ )?headers?\b",
+            r"headers? (?:error|syntax|too)",
+            r"media error",
+            r"message (?:not allowed|not accepted|rejected|refused|blocked)",
+            r"mail (?:rejected|rejete)",
+            r"e-?mail rejected",
+            r"\bcontent\b.{0,40}\b(?:policy|guidelines|security issue)",
+        ),
+    ),
+)
+
+HARD: Table = (
+    (
+        "no_mail_host",
+        _rx(
+            r"null ?mx",
+            r"does not accept (?:e-?)?mail",
+            r"doesn'?t (?:accept|receive) (?:e-?)?mail",
+            r"no smtp service",
+            r"no mx (?:record )?(?:found )?for (?:the )?domain",
+            r"mail receiving disabled",
+        ),
+    ),
+    (
+        "bad_address",
+        _rx(
+            r"(?:bad|invalid|illegal) (?:recipient |destination |e-?mail )?address syntax",
+            r"syntax error in (?:the )?(?:recipient )?address",
+            r"malformed (?:recipient )?address",
+            r"(?:recipient )?address syntax",
+            r"invalid (?:e-?mail )?address format",
+            r"need fully[- ]qualified address",
+        ),
+    ),
+    (
+        "has_moved",
+        _rx(
+            r"(?:user|recipient|mailbox|address|addressee) (?:has )?moved",
+            r"\bhas moved\b",
+            r"no longer (?:on|at) (?:this |the )?(?:server|address|host|site)",
+            r"not our (?:customer|user)",
+            r"has been replaced by",
+            r"user not local;? please try",
+        ),
+    ),
+    (
+        "host_unknown",
+        _rx(
+            r"host (?:or domain name )?(?:unknown|not found)",
+            r"unknown host",
+            r"(?:no such|unknown|non-?existent) (?:domain|host)",
+            r"domain (?:name )?(?:not found|does not exist|doesn'?t exist|is not reachable|"
+            r"unknown|must exist)",
+            r"unroute?able (?:address|domain|recipient)",
+            r"name or service not known",
+            r"\bnxdomain\b",
+            r"couldn'?t find (?:a|any) (?:mail exchanger|host)",
+            r"could not find (?:a|any) (?:mail exchanger|host)",
+            r"mail domain mentioned in email address is unknown",
+        ),
+    ),
+    (
+        "user_unknown",
+        _rx(
+            r"(?:user|recipient|addressee|mail ?box|account|e-?mail address|local ?part|userid|"
+            r"username|recipient name|alias)(?: name)? (?:is )?(?:unknown|not (?:found|known|"
+            r"listed|valid|recogni[sz]ed|local|exist)|does ?n[o']t exist|doesn'?t exist|invalid|"
+            r"non-?existent|unavailable|missing)",
+            r"(?:unknown|invalid|non-?existent|bad|illegal)"
+            r"(?: (?!ip\b|sender\b|from\b|return\b|helo\b|host\b|client\b|dns\b|domain\b)\w+){0,2}"
+            r" (?:user|userid|recipient|mail ?box|address|account|local ?part|addressee|person)\b",
+            r"no such (?:user|mail ?box|account|recipient|addressee|person)\b",
+            r"no (?:user|mail ?box|account|recipient)s? (?:here|by that name|available|found|at this)",
+            r"recip(?:ient)?notfound",
+            r"doesn'?t have an? .{1,60}? account",
+            r"not (?:a )?valid (?:user|recipient|mailbox|address)",
+            r"not listed in (?:the )?(?:domino directory|public name|directory)",
+            r"(?:is not|isn't) a (?:known|valid) (?:user|recipient|mailbox)",
+            r"there is no one at this address",
+            r"\bdoes not exist\b",
+            r"\bdoesn'?t exist\b",
+            r"<[^<>@\s]+@[^<>\s]+>\s*not found",
+            r"recipient address rejected\s*[.:]?\s*(?:\(in reply|$)",
+            r"(?:^|[\s#])5\.1\.0 address rejected",
+            r"utilisateur inconnu|destinataire inconnu|adresse (?:destinataire )?invalide",
+            r"destinataire invalide",
+            r"benutzer unbekannt|unbekannte?r? (?:empf[aä]nger|benutzer)|existiert nicht",
+            r"usuario (?:desconocido|inexistente|no existe)|no existe",
+            r"utente (?:sconosciuto|inesistente)|nessun utente",
+        ),
+    ),
+)
+
+GENERIC_SOFT: Table = (
+    (
+        "expired",
+        _rx(
+            r"retry time(?:out)? (?:exceeded|not reached)",
+            r"\bexpired\b",
+            r"in (?:the )?queue too long",
+            r"too long in (?:the )?queue",
+            r"could not be delivered for (?:more than |too long|\d)",
+            r"could not deliver for the last",
+            r"delivery time expired",
+            r"unable to deliver (?:the )?message after",
+            r"maximum (?:time|number of retries)",
+        ),
+    ),
+    (
+        "network",
+        _rx(
+            r"connection (?:timed out|refused|reset|lost|closed|dropped)",
+            r"timed out",
+            r"lost connection",
+            r"(?:could not|couldn'?t|unable to|failed to) (?:connect|establish|contact)",
+            r"no route to host",
+            r"(?:network|host) (?:is )?unreachable",
+            r"name (?:service|server)",
+            r"\bdns\b",
+            r"host name lookup",
+            r"lookup fail",
+            r"socket error",
+            r"routing loop|mail loop|loops back|hop count|too many hops",
+            r"starttls|\btls\b|certificate",
+            r"did not accept our requests to connect",
+            r"not reachable",
+        ),
+    ),
+    (
+        "system",
+        _rx(
+            r"service (?:currently |temporarily )?(?:unavailable|not available)",
+            r"temporar(?:y|ily) (?:failure|unavailable|error|problem|suspended)",
+            r"system (?:error|problem|config|failure|not accepting)",
+            r"mailer error",
+            r"internal (?:server )?error",
+            r"configuration error",
+            r"operating system error",
+            r"insufficient (?:permission|resources)",
+            r"i/o error",
+            r"try (?:again )?later",
+            r"command output",
+            r"procmail",
+            r"\bpipe to\b",
+            r"permission denied",
+            r"transaction failed",
+            r"could not load",
+            r"protocol error",
+            r"not implemented",
+            r"unspecified error",
+            r"out of memory",
+            r"\bbusy\b",
+        ),
+    ),
+    (
+        "policy",
+        _rx(
+            r"polic(?:y|ies)",
+            r"not (?:allowed|authori[sz]ed|permitted|accepted)",
+            r"prohibited",
+            r"\bdenied\b",
+            r"forbidden",
+            r"\brefused\b",
+            r"\brejected\b",
+            r"\breject\b",
+            r"security",
+            r"protocol violation",
+            r"administrative",
+            r"restricted",
+            r"not a member",
+        ),
+    ),
+)
+
+
+def first_match(table: Table, text: str) -> str | None:
+    for reason, pattern in table:
+        if pattern.search(text):
+            return reason
+    return None

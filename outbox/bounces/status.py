@@ -1,0 +1,100 @@
+"""RFC 3463 enhanced status codes and RFC 5321 reply codes.
+
+An enhanced code is ``class.subject.detail``: class 2 (success), 4 (persistent
+transient failure) or 5 (permanent failure); subject 0-7 (RFC 3463 section 3);
+detail up to three digits (RFC 5248 registry entries such as 5.7.26 or 4.7.650).
+"""
+
+from __future__ import annotations
+
+import re
+
+# Bounded so that IP addresses, software versions and dates do not match.
+_ENHANCED_RE = re.compile(r"(?<![\d.])([245])\.([0-7])\.(\d{1,3})(?![\d]|\.\d)")
+_REPLY_RE = re.compile(r"(?:^|(?<=[\s:;'\"(<>=\[#]))([245][0-5]\d)(?=[\s\-:]|$)")
+_LEADING_REPLY_RE = re.compile(r"^\W{0,3}([245][0-5]\d)(?=[\s\-:]|$)")
+
+# Status derived from a reason when the bounce carries no enhanced code
+# (subject.detail per RFC 3463 section 3; 1.10 and 7.26 from RFC 7505 / RFC 7372).
+_REASON_CODES: dict[str, str] = {
+    "user_unknown": "1.1",
+    "host_unknown": "1.2",
+    "bad_address": "1.3",
+    "has_moved": "1.6",
+    "no_mail_host": "1.10",
+    "sender_rejected": "1.8",
+    "suspended": "2.1",
+    "mailbox_full": "2.2",
+    "message_too_big": "3.4",
+    "system": "3.0",
+    "network": "4.0",
+    "expired": "4.7",
+    "rate_limited": "7.0",
+    "content": "6.0",
+    "spam": "7.1",
+    "virus": "7.1",
+    "blocked": "7.1",
+    "policy": "7.1",
+    "filtered": "7.1",
+    "relay_denied": "7.1",
+    "authentication": "7.26",
+}
+
+
+def normalize(value: str | None) -> str | None:
+    """The enhanced code at the start of a ``Status:`` value, or ``None``.
+
+    ``"5.1.1 (Remote SMTP server has rejected address)"`` gives ``"5.1.1"``.
+    """
+    if not value:
+        return None
+    match = _ENHANCED_RE.match(value.strip().lstrip("#"))
+    return ".".join(match.groups()) if match else None
+
+
+def find_all(text: str) -> list[str]:
+    """Every enhanced status code in free text, in order."""
+    return [".".join(m.groups()) for m in _ENHANCED_RE.finditer(text)]
+
+
+def find_reply_code(text: str) -> int | None:
+    """The SMTP reply code of a server answer, preferring one that starts the text."""
+    stripped = text.strip()
+    match = _LEADING_REPLY_RE.match(stripped) or _REPLY_RE.search(stripped)
+    return int(match.group(1)) if match else None
+
+
+def is_unspecific(code: str) -> bool:
+    """``x.0.0`` says only success/temporary/permanent."""
+    return code.endswith(".0.0")
+
+
+def choose(dsn_status: str | None, diagnostic: str) -> str | None:
+    """Pick the most informative code for one recipient.
+
+    A specific ``Status:`` field wins; otherwise the last specific code quoted in the
+    diagnostic (the remote server's own answer usually comes last, after any label the
+    reporting MTA prefixes); otherwise the unspecific field value.
+    """
+    if dsn_status and not is_unspecific(dsn_status):
+        return dsn_status
+    quoted = find_all(diagnostic)
+    specific = [code for code in quoted if not is_unspecific(code)]
+    if specific:
+        return specific[-1]
+    return dsn_status or (quoted[0] if quoted else None)
+
+
+def derive(reason: str | None, reply_code: int | None, temporary: bool) -> str:
+    """Synthesize a code from reason and reply class when the bounce has none."""
+    if reply_code is not None and reply_code // 100 in (4, 5):
+        first = str(reply_code // 100)
+    else:
+        first = "4" if temporary else "5"
+    if reason == "delayed":
+        return "4.0.0"
+    return f"{first}.{_REASON_CODES.get(reason or '', '0.0')}"
+
+
+def is_temporary(code: str | None) -> bool:
+    return bool(code and code.startswith("4."))

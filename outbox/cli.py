@@ -1,0 +1,184 @@
+"""The ``outbox`` command."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import signal
+import sys
+import threading
+from collections.abc import Sequence
+from typing import Any
+
+import psycopg
+from psycopg_pool import ConnectionPool
+
+from outbox import store
+from outbox.config import Settings, default_settings
+from outbox.errors import OutboxError
+from outbox.redact import recipient_tag
+
+log = logging.getLogger("outbox")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = _parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(
+        level=os.environ.get("OUTBOX_LOG_LEVEL", "INFO").upper(),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    try:
+        settings = default_settings()
+        return int(args.handler(settings, args) or 0)
+    except OutboxError as exc:
+        print(f"outbox: {exc}", file=sys.stderr)
+        return 2
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="outbox", description=__doc__)
+    commands = parser.add_subparsers(required=True, metavar="COMMAND")
+
+    def command(name: str, handler: Any, help_text: str) -> argparse.ArgumentParser:
+        sub = commands.add_parser(name, help=help_text, description=help_text)
+        sub.set_defaults(handler=handler)
+        return sub
+
+    command("migrate", cmd_migrate, "create or update the schema (safe while workers run)")
+    command("relay", cmd_relay, "publish due rows to the broker and sweep stuck ones")
+    command("sweep", cmd_sweep, "return rows stuck in queued or sending, once")
+    status = command("status", cmd_status, "rows per status and priority, oldest unsent age")
+    status.add_argument("--json", action="store_true", help="machine-readable output")
+    show = command("show", cmd_show, "one email with its attempts and status changes")
+    show.add_argument("ref", metavar="KEY|MESSAGE-ID")
+    show.add_argument("--json", action="store_true")
+    requeue = command("requeue", cmd_requeue, "send failed, dead or held emails again")
+    which = requeue.add_mutually_exclusive_group(required=True)
+    which.add_argument("ref", nargs="?", metavar="KEY|MESSAGE-ID")
+    which.add_argument("--dead", action="store_true", help="every dead email")
+    which.add_argument("--held", action="store_true", help="every held email")
+    demo = command("demo", cmd_demo, "send a login code and a newsletter through the pipeline")
+    demo.add_argument("--newsletter", type=int, default=1000, help="newsletter recipients")
+    demo.add_argument("--timeout", type=float, default=180.0, help="seconds to wait")
+    return parser
+
+
+def _connect(settings: Settings) -> psycopg.Connection[Any]:
+    try:
+        return psycopg.connect(settings.database_url, connect_timeout=10)
+    except psycopg.OperationalError as exc:
+        raise OutboxError(
+            f"cannot reach Postgres at DATABASE_URL ({exc}); start it or set DATABASE_URL"
+        ) from exc
+
+
+def cmd_migrate(settings: Settings, args: argparse.Namespace) -> int:
+    with _connect(settings) as conn:
+        applied = store.migrate(conn)
+    print("applied: " + ", ".join(applied) if applied else "schema is up to date")
+    return 0
+
+
+def cmd_relay(settings: Settings, args: argparse.Namespace) -> int:
+    from jobs.publish import Publisher  # noqa: PLC0415 - the broker only where it is used
+    from jobs.queues import make_broker  # noqa: PLC0415
+    from outbox.relay import Relay  # noqa: PLC0415
+
+    stop = threading.Event()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, lambda *_: stop.set())
+    with ConnectionPool(
+        settings.database_url,
+        min_size=1,
+        max_size=2,
+        check=ConnectionPool.check_connection,
+        name="outbox-relay",
+    ) as pool:
+        Relay(settings, pool, Publisher(make_broker(settings))).run(stop)
+    return 0
+
+
+def cmd_sweep(settings: Settings, args: argparse.Namespace) -> int:
+    with _connect(settings) as conn:
+        swept = store.sweep(
+            conn,
+            stuck_seconds=settings.stuck_seconds,
+            max_attempts=settings.max_attempts,
+            hold=settings.on_uncertain == "hold",
+        )
+    print(f"requeued {swept.requeued} queued rows; abandoned sending rows: {swept.uncertain or 0}")
+    return 0
+
+
+def cmd_status(settings: Settings, args: argparse.Namespace) -> int:
+    with _connect(settings) as conn:
+        counts = store.status_counts(conn)
+        oldest = store.oldest_unsent(conn)
+    if args.json:
+        report = {
+            "counts": [{"status": s, "priority": p, "count": n} for s, p, n in counts],
+            "oldest_unsent_seconds": oldest,
+        }
+        print(json.dumps(report, indent=2))
+        return 0
+    print(f"{'status':<10} {'priority':<8} {'count':>10}")
+    for status, priority, count in counts:
+        print(f"{status:<10} {priority:<8} {count:>10}")
+    for priority, age in sorted(oldest.items()):
+        print(f"oldest unsent {priority}: {age:.1f}s")
+    return 0
+
+
+def cmd_show(settings: Settings, args: argparse.Namespace) -> int:
+    with _connect(settings) as conn:
+        row = store.find_message(conn, args.ref)
+        if row is None:
+            print(f"no email with key or Message-ID {args.ref!r}", file=sys.stderr)
+            return 1
+        attempts = store.list_attempts(conn, row["id"])
+        events = store.list_events(conn, row["id"])
+    row["recipient"] = recipient_tag(row["recipient"])
+    row.pop("params")  # may hold personal data; `outbox show` is for operators' logs too
+    if args.json:
+        print(json.dumps({"email": row, "attempts": attempts, "events": events}, default=str))
+        return 0
+    for name, value in row.items():
+        print(f"{name:>20}: {value}")
+    print("attempts:")
+    for a in attempts:
+        print(
+            f"  #{a['attempt']} {a['attempted_at']:%Y-%m-%d %H:%M:%S} {a['verdict']:<9} "
+            f"{a['reply_code'] or '-'} {a['enhanced_status'] or ''} {a['reply_text'] or ''}"
+        )
+    print("status changes:")
+    print(f"  {row['created_at']:%Y-%m-%d %H:%M:%S} -> pending (enqueued)")
+    for e in events:
+        print(f"  {e['at']:%Y-%m-%d %H:%M:%S} {e['from_status']} -> {e['to_status']} ({e['reason']})")
+    return 0
+
+
+def cmd_requeue(settings: Settings, args: argparse.Namespace) -> int:
+    with _connect(settings) as conn:
+        if args.ref:
+            woken = store.requeue(conn, ref=args.ref)
+        else:
+            woken = store.requeue(conn, status="dead" if args.dead else "held")
+        conn.commit()
+    if args.ref and not woken:
+        print(f"no failed, dead or held email with key or Message-ID {args.ref!r}", file=sys.stderr)
+        return 1
+    print(f"requeued {len(woken)} emails")
+    return 0
+
+
+def cmd_demo(settings: Settings, args: argparse.Namespace) -> int:
+    from outbox.demo import run_demo  # noqa: PLC0415
+
+    return run_demo(settings, newsletter=args.newsletter, timeout=args.timeout)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

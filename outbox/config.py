@@ -1,0 +1,98 @@
+"""Settings: the one reader of ``os.environ``.
+
+Every knob is an environment variable (twelve-factor) with a default that
+works against the local servers; the README lists them all.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from outbox.errors import ConfigError
+
+PACKAGE_TEMPLATES = Path(__file__).with_name("templates")
+
+
+@dataclass(frozen=True)
+class Settings:
+    database_url: str = "postgresql://postgres@127.0.0.1:5432/postgres"
+    redis_url: str = "redis://127.0.0.1:6379/0"
+    smtp_url: str = "smtp://127.0.0.1:1025"
+    smtp_starttls: str = "opportunistic"  # never | opportunistic | required
+    smtp_connect_timeout: float = 10.0
+    smtp_command_timeout: float = 60.0
+    sender: str = "Outbox <no-reply@outbox.localhost>"  # OUTBOX_FROM
+    message_id_domain: str = "outbox.localhost"
+    templates: Path = PACKAGE_TEMPLATES
+    namespace: str = "outbox"  # prefix of broker queues and keys
+    max_in_flight: int = 2000  # rows queued or sending, per priority
+    bulk_batch: int = 25  # rows per broker message for bulk mail
+    claim_batch: int = 500  # rows claimed per relay round
+    poll_interval: float = 1.0  # relay fallback when no NOTIFY arrives
+    stuck_seconds: float = 300.0
+    sweep_interval: float = 15.0
+    retry_base_seconds: float = 30.0
+    retry_cap_seconds: float = 6 * 3600.0
+    max_attempts: int = 8
+    max_age_seconds: float = 24 * 3600.0
+    greylist_min_seconds: float = 60.0
+    on_uncertain: str = "retry"  # retry | hold
+    max_params_bytes: int = 64 * 1024
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
+        env = os.environ if environ is None else environ
+        values: dict[str, Any] = {}
+        for field in fields(cls):
+            name = _ENV_NAMES.get(field.name, f"OUTBOX_{field.name.upper()}")
+            raw = env.get(name)
+            if raw is None or raw == "":
+                continue
+            values[field.name] = _parse(name, raw, field.type)
+        settings = cls(**values)
+        settings.validate()
+        return settings
+
+    def validate(self) -> None:
+        if self.smtp_starttls not in {"never", "opportunistic", "required"}:
+            raise ConfigError("OUTBOX_SMTP_STARTTLS must be never, opportunistic or required")
+        if self.on_uncertain not in {"retry", "hold"}:
+            raise ConfigError("OUTBOX_ON_UNCERTAIN must be retry or hold")
+        for name in ("max_in_flight", "bulk_batch", "claim_batch", "max_attempts"):
+            if getattr(self, name) < 1:
+                raise ConfigError(f"OUTBOX_{name.upper()} must be at least 1")
+        if not self.templates.is_dir():
+            raise ConfigError(f"OUTBOX_TEMPLATES: {self.templates} is not a directory")
+
+
+_ENV_NAMES = {
+    "database_url": "DATABASE_URL",
+    "redis_url": "REDIS_URL",
+    "smtp_url": "SMTP_URL",
+    "sender": "OUTBOX_FROM",
+}
+
+
+def _parse(name: str, raw: str, kind: Any) -> Any:
+    kind = kind if isinstance(kind, str) else kind.__name__
+    try:
+        if kind == "int":
+            return int(raw)
+        if kind == "float":
+            return float(raw)
+        if kind == "Path":
+            return Path(raw)
+    except ValueError:
+        raise ConfigError(f"{name}={raw!r} is not a valid {kind}") from None
+    return raw
+
+
+@cache
+def default_settings() -> Settings:
+    """Settings from the process environment, read once."""
+    return Settings.from_env()

@@ -1,0 +1,176 @@
+"""Delivering claimed rows: load, render, send, classify, record.
+
+Orchestration only: what a reply means is :mod:`outbox.classify` and
+:mod:`outbox.retry`; SQL is :mod:`outbox.store`; the wire is a transport.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import os
+import random
+import socket
+import threading
+import time
+from collections.abc import Callable, Sequence
+from email.utils import parseaddr
+
+import psycopg
+from psycopg_pool import ConnectionPool
+
+from outbox import store
+from outbox.classify import classify
+from outbox.config import Settings
+from outbox.errors import OutboxError, StoreError
+from outbox.mime import Envelope, build_message
+from outbox.models import Outcome, Priority, Reply, Status, Verdict
+from outbox.redact import recipient_tag
+from outbox.render import template_set
+from outbox.retry import RetryPolicy, decide
+from outbox.transports.base import OutgoingMessage, Transport
+from outbox.validate import ascii_address
+
+log = logging.getLogger(__name__)
+
+# Retrying the final write spares a resend when Postgres blinks after the
+# relay accepted: results stay in memory this long before the sweeper's turn.
+_RECORD_RETRY_DELAYS = (0.2, 0.5, 1.0, 2.0, 4.0, 8.0)
+
+
+def worker_name() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}:{threading.current_thread().name}"
+
+
+class Delivery:
+    def __init__(
+        self,
+        settings: Settings,
+        pool: ConnectionPool,
+        transport: Transport,
+        *,
+        rand: Callable[[], float] = random.random,
+        stopping: threading.Event | None = None,
+    ) -> None:
+        self.settings = settings
+        self.pool = pool
+        self.transport = transport
+        self.policy = RetryPolicy.from_settings(settings)
+        self.templates = template_set(settings.templates)
+        self.rand = rand
+        self.stopping = stopping or threading.Event()
+        self.envelope_from = parseaddr(settings.sender)[1]
+
+    def deliver(self, ids: Sequence[int]) -> None:
+        """Send the rows ``ids`` that are still queued; others are acknowledged as done."""
+        worker = worker_name()
+        with self.pool.connection() as conn:
+            rows = store.take_for_sending(conn, ids, worker)
+        if len(rows) < len(ids):
+            log.info("skipped %d of %d rows already taken or finished", len(ids) - len(rows), len(ids))
+        # Stop well before the sweeper would call a row abandoned.
+        deadline = time.monotonic() + self.settings.stuck_seconds / 2
+        records: list[store.AttemptRecord] = []
+        for index, row in enumerate(rows):
+            if self.stopping.is_set() or time.monotonic() > deadline:
+                left = [r.id for r in rows[index:]]
+                self._release(left, worker, "worker stopping" if self.stopping.is_set() else "batch deadline")
+                break
+            records.append(self._attempt(row))
+        if records:
+            self._record(records, worker)
+
+    def _attempt(self, row: store.OutboxRow) -> store.AttemptRecord:
+        started = time.perf_counter()
+        reply: Reply | None = None
+        try:
+            message = self._build(row)
+        except OutboxError as exc:
+            # Our own defect (a broken template or address data), not the
+            # receiver's verdict: retrying gives an operator time to fix it.
+            outcome = Outcome(Verdict.RETRY, f"could not build the message: {exc}")
+        else:
+            reply = self.transport.send(message)
+            outcome = classify(reply)
+        now = dt.datetime.now(dt.UTC)
+        decision = decide(
+            outcome,
+            attempt=row.attempts,
+            age_seconds=(now - row.age_from).total_seconds(),
+            policy=self.policy,
+            rand=self.rand,
+        )
+        duration_ms = (time.perf_counter() - started) * 1000
+        level = logging.ERROR if decision.status in (Status.DEAD, Status.HELD) else logging.INFO
+        log.log(
+            level,
+            "email %s to %s attempt %d: %s (%s)",
+            row.id,
+            recipient_tag(row.recipient),
+            row.attempts,
+            decision.status.value,
+            decision.reason,
+        )
+        return store.AttemptRecord(
+            id=row.id,
+            attempt=row.attempts,
+            status=decision.status.value,
+            reason=decision.reason,
+            delay_seconds=decision.delay_seconds,
+            provider_message_id=outcome.provider_message_id,
+            verdict=outcome.verdict.value,
+            stage=reply.stage.value if reply else None,
+            reply_code=reply.code if reply else None,
+            enhanced_status=outcome.enhanced_status,
+            reply_text=(reply.text or reply.error) if reply else outcome.reason,
+            duration_ms=duration_ms,
+        )
+
+    def _build(self, row: store.OutboxRow) -> OutgoingMessage:
+        rendered = self.templates.render(row.template, row.params)
+        ascii_recipient = row.recipient if row.recipient.isascii() else ascii_address(row.recipient)
+        recipient = ascii_recipient or row.recipient
+        transactional = row.priority == Priority.HIGH
+        envelope = Envelope(
+            sender=self.settings.sender,
+            to=recipient,
+            subject=rendered.subject,
+            message_id=row.message_id,
+            date=row.created_at,
+            # RFC 3834: machine-made mail, so auto-responders stay quiet.
+            extra_headers=(("Auto-Submitted", "auto-generated"),) if transactional else (),
+        )
+        return OutgoingMessage(
+            envelope_from=self.envelope_from,
+            recipient=recipient,
+            data=build_message(envelope, rendered.text, rendered.html),
+            message_id=row.message_id,
+            idempotency_key=row.idempotency_key,
+            smtputf8=ascii_recipient is None,
+        )
+
+    def _record(self, records: list[store.AttemptRecord], worker: str) -> None:
+        for delay in (*_RECORD_RETRY_DELAYS, None):
+            try:
+                with self.pool.connection() as conn:
+                    kept = store.record_results(conn, worker, records)
+            except (StoreError, psycopg.Error) as exc:
+                if delay is None:
+                    log.error(
+                        "could not record %d results (%s); the sweeper will return these rows",
+                        len(records),
+                        exc,
+                    )
+                    raise
+                log.warning("recording results failed (%s); again in %.1fs", exc, delay)
+                time.sleep(delay)
+                continue
+            lost = {r.id for r in records} - kept
+            if lost:
+                log.warning("rows %s were swept back while being sent", sorted(lost))
+            return
+
+    def _release(self, ids: list[int], worker: str, reason: str) -> None:
+        with self.pool.connection() as conn:
+            store.release_unattempted(conn, ids, worker, reason)
+        log.info("released %d unattempted rows: %s", len(ids), reason)

@@ -1,0 +1,149 @@
+"""Writing emails into the outbox inside the caller's transaction."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import psycopg
+
+from outbox import store
+from outbox.config import Settings, default_settings
+from outbox.errors import IdempotencyConflict, InvalidMessage
+from outbox.message_id import message_id as derive_message_id
+from outbox.render import template_set
+from outbox.validate import (
+    check_key,
+    check_params_for,
+    check_priority,
+    content_hash,
+    dump_params,
+    normalize_address,
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Enqueued:
+    id: int
+    message_id: str
+    created: bool  # False when the key already existed: nothing new was written
+    idempotency_key: str
+
+
+@dataclass(frozen=True, slots=True)
+class _Row:
+    key: str
+    recipient: str
+    template: str
+    params: str
+    content_hash: str
+    message_id: str
+    priority: str
+
+
+def enqueue(
+    conn: psycopg.Connection[Any],
+    *,
+    idempotency_key: str,
+    to: str,
+    template: str,
+    params: Mapping[str, Any] | None = None,
+    priority: str = "bulk",
+    settings: Settings | None = None,
+) -> Enqueued:
+    """Add one email to the outbox in ``conn``'s current transaction.
+
+    It runs one statement and never commits: the email exists exactly when the
+    caller's business transaction commits. A key that exists already returns
+    ``created=False`` and the stored Message-ID; a key reused for different
+    content (recipient, template, params or priority) raises
+    :class:`~outbox.errors.IdempotencyConflict`, because one business event
+    is one email. Bad input raises an :class:`~outbox.errors.InvalidMessage`
+    and writes nothing.
+    """
+    settings = settings or default_settings()
+    row = _validated(settings, idempotency_key, to, template, params, priority)
+    result = store.insert_message(conn, **dataclasses.asdict(row))
+    if result.content_hash != row.content_hash:
+        raise IdempotencyConflict(
+            f"idempotency key {row.key!r} was used before for an email with different content"
+        )
+    return Enqueued(result.id, result.message_id, result.created, row.key)
+
+
+def enqueue_many(
+    conn: psycopg.Connection[Any],
+    emails: Iterable[Mapping[str, Any]],
+    *,
+    settings: Settings | None = None,
+) -> list[Enqueued]:
+    """Add many emails (a newsletter) at once, all or none.
+
+    Each mapping takes the keyword arguments of :func:`enqueue`
+    (``idempotency_key``, ``to``, ``template``, ``params``, ``priority``).
+    Every row is validated before anything is written; the rows are loaded
+    with COPY and inserted by one statement.
+    """
+    settings = settings or default_settings()
+    rows: list[_Row] = []
+    seen: set[str] = set()
+    for index, email in enumerate(emails):
+        try:
+            row = _validated(
+                settings,
+                email.get("idempotency_key"),
+                email.get("to"),
+                email.get("template"),
+                email.get("params"),
+                email.get("priority", "bulk"),
+            )
+        except InvalidMessage as exc:
+            raise type(exc)(f"email #{index}: {exc}") from None
+        if row.key in seen:
+            raise IdempotencyConflict(f"email #{index}: key {row.key!r} appears twice in the batch")
+        seen.add(row.key)
+        rows.append(row)
+    if not rows:
+        return []
+    results = store.insert_many(
+        conn,
+        [
+            (r.key, r.recipient, r.template, r.params, r.content_hash, r.message_id, r.priority)
+            for r in rows
+        ],
+        priorities=sorted({r.priority for r in rows}),
+    )
+    if results.conflicts:
+        raise IdempotencyConflict(
+            "keys used before for emails with different content: " + ", ".join(results.conflicts)
+        )
+    return [Enqueued(i, m, c, k) for k, i, m, c in results.rows]
+
+
+def _validated(
+    settings: Settings,
+    key: object,
+    to: object,
+    template_name: object,
+    params: object,
+    priority: object,
+) -> _Row:
+    checked_key = check_key(key)
+    recipient = normalize_address(to)
+    checked_priority = check_priority(priority)
+    if not isinstance(template_name, str):
+        raise InvalidMessage("template must be a string")
+    template = template_set(settings.templates).get(template_name)
+    params_json = dump_params(params, max_bytes=settings.max_params_bytes)
+    check_params_for(template, params or {})  # type: ignore[arg-type]  # a dict, checked above
+    return _Row(
+        key=checked_key,
+        recipient=recipient,
+        template=template_name,
+        params=params_json,
+        content_hash=content_hash(recipient, template_name, params_json, checked_priority),
+        message_id=derive_message_id(checked_key, settings.message_id_domain),
+        priority=checked_priority.value,
+    )

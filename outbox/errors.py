@@ -1,0 +1,78 @@
+"""Every error Outbox raises.
+
+::
+
+    OutboxError                  base; the message defaults to the class docstring
+    ├── ConfigError              a missing or invalid setting
+    ├── InvalidMessage           enqueue refused the email; nothing was written
+    │   ├── InvalidAddress       the recipient is not a valid address
+    │   ├── HeaderInjection      CR, LF or NUL in a value that reaches a header
+    │   ├── UnknownTemplate      no template of that name
+    │   ├── MissingParams        the template needs params that were not given
+    │   ├── InvalidParams        params are not a JSON object or are too large
+    │   ├── InvalidKey           the idempotency key is empty, too long or has control characters
+    │   └── IdempotencyConflict  the key exists with different content
+    ├── StoreError               the database failed (the psycopg error is the __cause__)
+    ├── TemplateError            a template could not be rendered
+    └── TransportError           a transport is misconfigured (not a send failure: those are replies)
+
+An SMTP rejection is not an exception: the transport returns a reply and
+:func:`outbox.classify.classify` decides what it means.
+"""
+
+from __future__ import annotations
+
+
+class OutboxError(Exception):
+    """An Outbox error."""
+
+    def __init__(self, message: str | None = None) -> None:
+        super().__init__(message or (self.__doc__ or "").strip())
+
+
+class ConfigError(OutboxError):
+    """A setting is missing or invalid."""
+
+
+class InvalidMessage(OutboxError):
+    """The email was refused at enqueue; nothing was written."""
+
+
+class InvalidAddress(InvalidMessage):
+    """The recipient is not a valid email address."""
+
+
+class HeaderInjection(InvalidMessage):
+    """A value that reaches a header contains CR, LF or NUL."""
+
+
+class UnknownTemplate(InvalidMessage):
+    """No template of that name exists."""
+
+
+class MissingParams(InvalidMessage):
+    """The template uses params that were not given."""
+
+
+class InvalidParams(InvalidMessage):
+    """The params are not a JSON object, or are too large."""
+
+
+class InvalidKey(InvalidMessage):
+    """The idempotency key is empty, too long or contains control characters."""
+
+
+class IdempotencyConflict(InvalidMessage):
+    """The idempotency key was already used for an email with different content."""
+
+
+class StoreError(OutboxError):
+    """The database failed."""
+
+
+class TemplateError(OutboxError):
+    """A template could not be rendered."""
+
+
+class TransportError(OutboxError):
+    """A transport is misconfigured."""

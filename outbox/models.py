@@ -1,0 +1,82 @@
+"""Plain values shared by the pure core and the I/O edges."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+
+class Status(StrEnum):
+    """The life of an outbox row; the same words are stored in SQL."""
+
+    PENDING = "pending"  # waiting for next_attempt_at, owned by Postgres
+    QUEUED = "queued"  # claimed by a relay and published to the broker
+    SENDING = "sending"  # taken by a worker, SMTP conversation under way
+    SENT = "sent"  # the relay or provider accepted it (2yz)
+    FAILED = "failed"  # permanently refused (5yz)
+    DEAD = "dead"  # retries or age exhausted
+    HELD = "held"  # parked for an operator after an uncertain delivery
+
+
+class Priority(StrEnum):
+    HIGH = "high"
+    BULK = "bulk"
+
+
+class Verdict(StrEnum):
+    """What one attempt means for its row."""
+
+    SENT = "sent"
+    RETRY = "retry"
+    FAILED = "failed"
+    UNCERTAIN = "uncertain"  # the relay may have accepted it: the final reply never came
+
+
+class Stage(StrEnum):
+    """How far an SMTP conversation got; decides what a failure means."""
+
+    CONNECT = "connect"
+    GREETING = "greeting"
+    EHLO = "ehlo"
+    STARTTLS = "starttls"
+    AUTH = "auth"
+    MAIL = "mail"
+    RCPT = "rcpt"
+    DATA = "data"  # the DATA command, before any message byte
+    BODY = "body"  # sending the message bytes; the end-of-data dot not yet sent
+    FINAL_REPLY = "final_reply"  # after the end-of-data dot: the relay may have accepted
+
+    @property
+    def is_session(self) -> bool:
+        """A refusal here is about the connection or credentials, not this message."""
+        return self in _SESSION_STAGES
+
+
+_SESSION_STAGES = frozenset(
+    {Stage.CONNECT, Stage.GREETING, Stage.EHLO, Stage.STARTTLS, Stage.AUTH}
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Reply:
+    """What a transport observed for one attempt.
+
+    Either the peer answered (``code`` set) or the exchange broke off
+    (``code`` is None and ``error`` names what happened) at ``stage``.
+    """
+
+    stage: Stage
+    code: int | None = None
+    text: str = ""
+    error: str | None = None  # e.g. "timeout", "connection refused", "tls"
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """The classification of a reply."""
+
+    verdict: Verdict
+    reason: str
+    enhanced_status: str | None = None
+    provider_message_id: str | None = None
+    greylisted: bool = False

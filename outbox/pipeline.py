@@ -1,0 +1,82 @@
+"""The Procfile's processes as child processes: for the demo, tests and benchmarks."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+
+@dataclass
+class Pipeline:
+    """A relay and one worker pool per queue, sharing ``env``."""
+
+    env: Mapping[str, str]
+    relays: int = 1
+    high: tuple[int, int] = (1, 4)  # processes, threads
+    bulk: tuple[int, int] = (1, 8)
+    log_dir: Path | None = None
+    procs: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
+
+    def start(self) -> Pipeline:
+        for index in range(self.relays):
+            self.spawn(f"relay{index}", [sys.executable, "-m", "outbox.cli", "relay"])
+        for queue, (processes, threads) in (("email_high", self.high), ("email_bulk", self.bulk)):
+            if processes:
+                self.spawn(queue, worker_command(queue, processes, threads))
+        return self
+
+    def spawn(self, name: str, command: list[str]) -> subprocess.Popen[bytes]:
+        out = subprocess.DEVNULL
+        if self.log_dir is not None:
+            out = open(self.log_dir / f"{name}.log", "ab")  # noqa: SIM115 - owned by the child
+        env = {**os.environ, **self.env}
+        # Own process group: a signal to it reaches the dramatiq master and its children.
+        proc = subprocess.Popen(command, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+        self.procs[name] = proc
+        return proc
+
+    def kill(self, name: str, sig: int = signal.SIGKILL) -> None:
+        proc = self.procs[name]
+        os.killpg(proc.pid, sig)
+        proc.wait(timeout=30)
+
+    def stop(self, timeout: float = 30.0) -> dict[str, int | None]:
+        """SIGTERM to every process group, SIGKILL after ``timeout``; exit codes."""
+        for proc in self.procs.values():
+            if proc.poll() is None:
+                _signal_group(proc, signal.SIGTERM)
+        codes: dict[str, int | None] = {}
+        for name, proc in self.procs.items():
+            try:
+                codes[name] = proc.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                _signal_group(proc, signal.SIGKILL)
+                codes[name] = proc.wait()
+        self.procs.clear()
+        return codes
+
+    def __enter__(self) -> Pipeline:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def worker_command(queue: str, processes: int, threads: int) -> list[str]:
+    return [
+        sys.executable, "-m", "dramatiq", "jobs",
+        "-Q", queue, "-p", str(processes), "-t", str(threads),
+        "--worker-shutdown-timeout", "25000",
+    ]  # fmt: skip
+
+
+def _signal_group(proc: subprocess.Popen[bytes], sig: int) -> None:
+    try:
+        os.killpg(proc.pid, sig)
+    except ProcessLookupError:
+        pass

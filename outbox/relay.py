@@ -1,0 +1,157 @@
+"""The relay: due rows from Postgres to the broker, high priority first.
+
+Postgres stays the queue; the broker only ever holds ``max_in_flight`` rows
+per priority (backpressure). A claim is committed only after its messages
+are published, so a relay that dies mid-batch leaves its rows pending (the
+transaction rolls back) and a message published for a row that is no longer
+``queued`` is acknowledged by the worker without sending.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import psycopg
+from psycopg_pool import ConnectionPool
+
+from outbox import store
+from outbox.config import Settings
+from outbox.errors import OutboxError
+from outbox.models import Priority
+
+log = logging.getLogger(__name__)
+
+NOTIFY_CHANNEL = "outbox_due"
+Publish = Callable[[Priority, Sequence[Sequence[int]]], None]
+"""Sends each group of row ids as one broker message on the priority's queue."""
+
+# A saturated relay re-checks room this often rather than waiting a full poll.
+_SATURATED_WAIT = 0.05
+
+
+@dataclass
+class RoundResult:
+    published: int = 0
+    saturated: bool = False  # some priority had due rows but no room
+
+
+class Relay:
+    def __init__(
+        self,
+        settings: Settings,
+        pool: ConnectionPool,
+        publish: Publish,
+        *,
+        name: str | None = None,
+    ) -> None:
+        self.settings = settings
+        self.pool = pool
+        self.publish = publish
+        self.name = name or f"relay:{socket.gethostname()}:{os.getpid()}"
+        self._last_sweep = 0.0
+
+    def run_round(self) -> RoundResult:
+        """Claim and publish one batch per priority, high first."""
+        result = RoundResult()
+        for priority in (Priority.HIGH, Priority.BULK):
+            published, saturated = self._claim_and_publish(priority)
+            result.published += published
+            result.saturated |= saturated
+        return result
+
+    def sweep(self) -> store.Swept:
+        with self.pool.connection() as conn:
+            swept = store.sweep(
+                conn,
+                stuck_seconds=self.settings.stuck_seconds,
+                max_attempts=self.settings.max_attempts,
+                hold=self.settings.on_uncertain == "hold",
+            )
+        if swept.requeued or swept.uncertain:
+            log.warning(
+                "sweeper returned %d queued rows and %s abandoned sending rows",
+                swept.requeued,
+                swept.uncertain,
+            )
+        return swept
+
+    def run(self, stop: threading.Event) -> None:
+        """Loop until ``stop`` is set: publish, sweep now and then, wait for work."""
+        listener = _Listener(self.settings.database_url)
+        log.info("relay %s started", self.name)
+        failures = 0
+        try:
+            while not stop.is_set():
+                try:
+                    if time.monotonic() - self._last_sweep >= self.settings.sweep_interval:
+                        self.sweep()
+                        self._last_sweep = time.monotonic()
+                    result = self.run_round()
+                    failures = 0
+                except (OutboxError, psycopg.Error, OSError, ConnectionError) as exc:
+                    # Postgres or the broker is away: nothing was committed, so
+                    # nothing is lost; wait and try again.
+                    failures += 1
+                    wait = min(5.0, 0.1 * 2**failures)
+                    log.warning("relay round failed (%s); again in %.1fs", exc, wait)
+                    stop.wait(wait)
+                    continue
+                if result.published and not result.saturated:
+                    continue  # more may be due right now
+                timeout = _SATURATED_WAIT if result.saturated else self.settings.poll_interval
+                listener.wait(timeout, stop)
+        finally:
+            listener.close()
+            log.info("relay %s stopped", self.name)
+
+    def _claim_and_publish(self, priority: Priority) -> tuple[int, bool]:
+        settings = self.settings
+        with self.pool.connection() as conn:
+            room = settings.max_in_flight - store.count_in_flight(conn, priority)
+            if room <= 0:
+                return 0, True
+            ids = store.claim_due(
+                conn, priority=priority.value, limit=min(room, settings.claim_batch), relay=self.name
+            )
+            if ids:
+                self.publish(priority, _group(ids, priority, settings.bulk_batch))
+            # Leaving the block commits: only now are the rows `queued`.
+        saturated = len(ids) == room
+        return len(ids), saturated
+
+
+def _group(ids: list[int], priority: Priority, bulk_batch: int) -> list[list[int]]:
+    """A login code travels alone; bulk rows share a message to save overhead."""
+    size = 1 if priority is Priority.HIGH else bulk_batch
+    return [ids[i : i + size] for i in range(0, len(ids), size)]
+
+
+class _Listener:
+    """LISTEN on a dedicated connection, re-opened when it breaks."""
+
+    def __init__(self, conninfo: str) -> None:
+        self.conninfo = conninfo
+        self.conn: psycopg.Connection[tuple[object, ...]] | None = None
+
+    def wait(self, timeout: float, stop: threading.Event) -> None:
+        try:
+            if self.conn is None or self.conn.closed:
+                self.conn = psycopg.connect(self.conninfo, autocommit=True, connect_timeout=5)
+                self.conn.execute(f"LISTEN {NOTIFY_CHANNEL}")
+            for _ in self.conn.notifies(timeout=timeout, stop_after=1):
+                pass
+        except psycopg.Error as exc:
+            log.warning("LISTEN connection lost (%s); polling", exc)
+            self.close()
+            stop.wait(timeout)
+
+    def close(self) -> None:
+        if self.conn is not None:
+            self.conn.close()
+            self.conn = None

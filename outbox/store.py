@@ -1,0 +1,275 @@
+"""One function per named query; psycopg errors become StoreError here only.
+
+Functions take a connection and never commit, except :func:`migrate`; the
+caller owns the transaction.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import psycopg
+from psycopg.rows import dict_row, tuple_row
+
+from outbox.errors import StoreError
+from outbox.sql import migrations, queries
+
+Conn = psycopg.Connection[Any]
+
+# Serialises concurrent `outbox migrate` runs; any constant works.
+_MIGRATION_LOCK = 0x0B0C5
+
+
+@contextlib.contextmanager
+def translate_errors() -> Iterator[None]:
+    try:
+        yield
+    except psycopg.Error as exc:
+        raise StoreError(f"database error: {exc}") from exc
+
+
+@dataclass(frozen=True, slots=True)
+class Inserted:
+    id: int
+    message_id: str
+    content_hash: str
+    created: bool
+
+
+@dataclass(frozen=True, slots=True)
+class InsertedMany:
+    rows: list[tuple[str, int, str, bool]]  # key, id, message_id, created
+    conflicts: list[str]
+
+
+@dataclass(frozen=True, slots=True)
+class OutboxRow:
+    id: int
+    idempotency_key: str
+    recipient: str
+    template: str
+    params: dict[str, Any]
+    message_id: str
+    priority: str
+    attempts: int
+    created_at: dt.datetime
+    age_from: dt.datetime
+
+
+@dataclass(frozen=True, slots=True)
+class AttemptRecord:
+    """One attempt and the row state it leads to (a row of record_results)."""
+
+    id: int
+    attempt: int
+    status: str
+    reason: str
+    delay_seconds: float
+    provider_message_id: str | None
+    verdict: str
+    stage: str | None
+    reply_code: int | None
+    enhanced_status: str | None
+    reply_text: str | None
+    duration_ms: float
+
+
+def migrate(conn: Conn) -> list[str]:
+    """Apply the migrations not yet applied, each in its own transaction."""
+    applied: list[str] = []
+    with translate_errors():
+        conn.execute(
+            "CREATE TABLE IF NOT EXISTS outbox_schema_migration ("
+            " version integer PRIMARY KEY, name text NOT NULL,"
+            " applied_at timestamptz NOT NULL DEFAULT now())"
+        )
+        conn.commit()
+        for version, name, sql in migrations():
+            with conn.transaction():
+                conn.execute("SELECT pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK,))
+                done = conn.execute(
+                    "SELECT 1 FROM outbox_schema_migration WHERE version = %s", (version,)
+                ).fetchone()
+                if done:
+                    continue
+                conn.execute(sql.encode("utf-8"))
+                conn.execute(
+                    "INSERT INTO outbox_schema_migration (version, name) VALUES (%s, %s)",
+                    (version, name),
+                )
+                applied.append(f"{version:04d}_{name}")
+        conn.commit()
+    return applied
+
+
+def insert_message(
+    conn: Conn,
+    *,
+    key: str,
+    recipient: str,
+    template: str,
+    params: str,
+    content_hash: str,
+    message_id: str,
+    priority: str,
+) -> Inserted:
+    args = {
+        "key": key,
+        "recipient": recipient,
+        "template": template,
+        "params": params,
+        "content_hash": content_hash,
+        "message_id": message_id,
+        "priority": priority,
+    }
+    with translate_errors(), conn.cursor(row_factory=tuple_row) as cur:
+        row = cur.execute(queries["insert_message"], args).fetchone()
+        if row is None:
+            # Another transaction inserted the key after our statement's
+            # snapshot; ON CONFLICT waited for it, so it is visible now.
+            row = cur.execute(queries["find_by_key"], args).fetchone()
+        if row is None:
+            raise StoreError(f"idempotency key {key!r} neither inserted nor found")
+    return Inserted(row[0], row[1], row[2], row[3])
+
+
+def insert_many(
+    conn: Conn, rows: Sequence[tuple[str, ...]], *, priorities: Sequence[str]
+) -> InsertedMany:
+    with translate_errors(), conn.transaction(), conn.cursor(row_factory=tuple_row) as cur:
+        cur.execute(queries["create_staging"])
+        cur.execute(queries["clear_staging"])
+        with cur.copy(queries["copy_staging"]) as copy:
+            for row in rows:
+                copy.write_row(row)
+        conflicts = [r[0] for r in cur.execute(queries["staging_conflicts"]).fetchall()]
+        if conflicts:
+            return InsertedMany([], conflicts)
+        inserted = cur.execute(queries["insert_staging"]).fetchall()
+        for priority in priorities:
+            cur.execute(queries["notify_due"], {"priority": priority})
+        cur.execute(queries["clear_staging"])
+    return InsertedMany([(r[0], r[1], r[2], r[3]) for r in inserted], [])
+
+
+def count_in_flight(conn: Conn, priority: str) -> int:
+    with translate_errors():
+        row = conn.execute(queries["count_in_flight"], {"priority": priority}).fetchone()
+    return int(row[0]) if row else 0
+
+
+def claim_due(conn: Conn, *, priority: str, limit: int, relay: str) -> list[int]:
+    args = {"priority": priority, "limit": limit, "relay": relay}
+    with translate_errors():
+        return [r[0] for r in conn.execute(queries["claim_due"], args).fetchall()]
+
+
+def take_for_sending(conn: Conn, ids: Sequence[int], worker: str) -> list[OutboxRow]:
+    with translate_errors(), conn.cursor(row_factory=tuple_row) as cur:
+        rows = cur.execute(
+            queries["take_for_sending"], {"ids": list(ids), "worker": worker}
+        ).fetchall()
+    return [OutboxRow(*r) for r in rows]
+
+
+def record_results(conn: Conn, worker: str, results: Sequence[AttemptRecord]) -> set[int]:
+    """Store attempts and row states; returns the ids whose row was still ours."""
+    columns = {
+        "ids": [r.id for r in results],
+        "attempts": [r.attempt for r in results],
+        "statuses": [r.status for r in results],
+        "reasons": [r.reason for r in results],
+        "delays": [r.delay_seconds for r in results],
+        "provider_ids": [r.provider_message_id for r in results],
+        "verdicts": [r.verdict for r in results],
+        "stages": [r.stage for r in results],
+        "codes": [r.reply_code for r in results],
+        "enhanced": [r.enhanced_status for r in results],
+        "texts": [r.reply_text for r in results],
+        "durations": [r.duration_ms for r in results],
+        "worker": worker,
+    }
+    with translate_errors():
+        return {r[0] for r in conn.execute(queries["record_results"], columns).fetchall()}
+
+
+def release_unattempted(conn: Conn, ids: Sequence[int], worker: str, reason: str) -> None:
+    args = {"ids": list(ids), "worker": worker, "reason": reason}
+    with translate_errors():
+        conn.execute(queries["release_unattempted"], args)
+
+
+@dataclass(frozen=True, slots=True)
+class Swept:
+    requeued: int  # queued rows no worker took
+    uncertain: dict[str, int]  # sending rows a worker abandoned, by new status
+
+
+def sweep(
+    conn: Conn, *, stuck_seconds: float, max_attempts: int, hold: bool, limit: int = 10_000
+) -> Swept:
+    args = {
+        "stuck_seconds": stuck_seconds,
+        "max_attempts": max_attempts,
+        "hold": hold,
+        "limit": limit,
+    }
+    with translate_errors():
+        queued = conn.execute(queries["sweep_queued"], args).fetchall()
+        sending = conn.execute(queries["sweep_sending"], args).fetchall()
+    by_status: dict[str, int] = {}
+    for _, status in sending:
+        by_status[status] = by_status.get(status, 0) + 1
+    return Swept(len(queued), by_status)
+
+
+def status_counts(conn: Conn) -> list[tuple[str, str, int]]:
+    with translate_errors():
+        return [(r[0], r[1], int(r[2])) for r in conn.execute(queries["status_counts"]).fetchall()]
+
+
+def oldest_unsent(conn: Conn) -> dict[str, float]:
+    with translate_errors():
+        return {r[0]: float(r[1]) for r in conn.execute(queries["oldest_unsent"]).fetchall()}
+
+
+def find_message(conn: Conn, ref: str) -> dict[str, Any] | None:
+    with translate_errors(), conn.cursor(row_factory=dict_row) as cur:
+        return cur.execute(queries["find_message"], {"ref": ref}).fetchone()
+
+
+def list_attempts(conn: Conn, outbox_id: int) -> list[dict[str, Any]]:
+    with translate_errors(), conn.cursor(row_factory=dict_row) as cur:
+        return cur.execute(queries["list_attempts"], {"id": outbox_id}).fetchall()
+
+
+def list_events(conn: Conn, outbox_id: int) -> list[dict[str, Any]]:
+    with translate_errors(), conn.cursor(row_factory=dict_row) as cur:
+        return cur.execute(queries["list_events"], {"id": outbox_id}).fetchall()
+
+
+def requeue(conn: Conn, *, ref: str | None = None, status: str | None = None) -> list[str]:
+    """Send parked rows again; returns the priorities woken, one per row."""
+    with translate_errors():
+        if ref is not None:
+            rows = conn.execute(queries["requeue_key"], {"ref": ref}).fetchall()
+        else:
+            rows = conn.execute(queries["requeue_status"], {"status": status}).fetchall()
+        for priority in sorted({r[1] for r in rows}):
+            conn.execute(queries["notify_due"], {"priority": priority})
+    return [r[1] for r in rows]
+
+
+def status_counts_by_prefix(conn: Conn, prefix: str) -> list[tuple[str, str, int]]:
+    with translate_errors():
+        rows = conn.execute(queries["status_counts_by_prefix"], {"prefix": prefix}).fetchall()
+    return [(r[0], r[1], int(r[2])) for r in rows]
+
+
+def sent_by_prefix(conn: Conn, prefix: str) -> list[dict[str, Any]]:
+    with translate_errors(), conn.cursor(row_factory=dict_row) as cur:
+        return cur.execute(queries["sent_by_prefix"], {"prefix": prefix}).fetchall()

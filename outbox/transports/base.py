@@ -1,0 +1,26 @@
+"""The seam between delivery and the wire."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+from outbox.models import Reply
+
+
+@dataclass(frozen=True, slots=True)
+class OutgoingMessage:
+    envelope_from: str  # MAIL FROM (the return path bounces come back to)
+    recipient: str  # RCPT TO
+    data: bytes  # the whole message, CRLF line endings
+    message_id: str
+    idempotency_key: str  # passed on to providers whose API takes one
+    smtputf8: bool = False  # the addresses need RFC 6531
+
+
+class Transport(Protocol):
+    """Sends one message and reports what the peer said; never raises for a send."""
+
+    def send(self, message: OutgoingMessage) -> Reply: ...
+
+    def close(self) -> None: ...

@@ -1,0 +1,232 @@
+"""SMTP submission with one reused connection per thread.
+
+The conversation is driven command by command (not ``smtplib.sendmail``) so
+that a failure is known by its :class:`~outbox.models.Stage`: a connection
+lost after the end-of-data dot is an *uncertain* delivery, one lost before it
+is a plain retry.
+"""
+
+from __future__ import annotations
+
+import logging
+import smtplib
+import socket
+import ssl
+import threading
+from dataclasses import dataclass
+from urllib.parse import unquote, urlsplit
+
+from outbox.errors import ConfigError
+from outbox.models import Reply, Stage
+from outbox.transports.base import OutgoingMessage
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class SmtpConfig:
+    host: str
+    port: int
+    implicit_tls: bool = False
+    username: str | None = None
+    password: str | None = None
+    starttls: str = "opportunistic"  # never | opportunistic | required
+    connect_timeout: float = 10.0
+    command_timeout: float = 60.0
+    local_hostname: str | None = None
+
+    @classmethod
+    def from_url(cls, url: str, **options: object) -> SmtpConfig:
+        """``smtp://user:pass@host:port`` or ``smtps://…`` (implicit TLS)."""
+        parts = urlsplit(url)
+        if parts.scheme not in {"smtp", "smtps"} or not parts.hostname:
+            raise ConfigError("SMTP_URL must look like smtp://[user:pass@]host[:port] or smtps://…")
+        implicit_tls = parts.scheme == "smtps"
+        return cls(
+            host=parts.hostname,
+            port=parts.port or (465 if implicit_tls else 25),
+            implicit_tls=implicit_tls,
+            username=unquote(parts.username) if parts.username else None,
+            password=unquote(parts.password) if parts.password else None,
+            **options,  # type: ignore[arg-type]
+        )
+
+    def __repr__(self) -> str:  # never print the password
+        return f"SmtpConfig({self.host}:{self.port}, tls={self.implicit_tls}, user={self.username})"
+
+
+class _Failed(Exception):
+    """Ends a conversation early with the reply to report."""
+
+    def __init__(self, reply: Reply) -> None:
+        self.reply = reply
+
+
+class SmtpTransport:
+    def __init__(self, config: SmtpConfig) -> None:
+        self.config = config
+        self._local = threading.local()
+
+    def send(self, message: OutgoingMessage) -> Reply:
+        reused = getattr(self._local, "smtp", None) is not None
+        reply = self._send_once(message)
+        # A reused connection the relay closed while idle fails before any
+        # message byte left; one fresh try is safe and spares an attempt.
+        if reused and reply.code is None and reply.stage in (Stage.MAIL, Stage.CONNECT):
+            reply = self._send_once(message)
+        return reply
+
+    def close(self) -> None:
+        smtp = getattr(self._local, "smtp", None)
+        self._local.smtp = None
+        if smtp is not None:
+            try:
+                smtp.quit()
+            except (smtplib.SMTPException, OSError):
+                smtp.close()
+
+    def _send_once(self, message: OutgoingMessage) -> Reply:
+        stage = Stage.CONNECT
+        try:
+            smtp = self._local.smtp if getattr(self._local, "smtp", None) else self._open()
+            self._local.smtp = smtp
+            stage = Stage.MAIL
+            reply = self._transaction(smtp, message)
+        except _Failed as failed:
+            self._discard()
+            return failed.reply
+        except (smtplib.SMTPException, OSError) as exc:
+            self._discard()
+            return Reply(getattr(exc, "stage", stage), error=_describe(exc))
+        if reply.code is not None and not 200 <= reply.code < 300:
+            self._reset()
+        return reply
+
+    def _open(self) -> smtplib.SMTP:
+        config = self.config
+        context = ssl.create_default_context()
+        smtp_class = smtplib.SMTP_SSL if config.implicit_tls else smtplib.SMTP
+        kwargs = {"context": context} if config.implicit_tls else {}
+        smtp = smtp_class(
+            local_hostname=config.local_hostname, timeout=config.connect_timeout, **kwargs
+        )
+        try:
+            code, text = _with_stage(Stage.CONNECT, smtp.connect, config.host, config.port)
+            if code != 220:
+                raise _Failed(Reply(Stage.GREETING, code, _text(text)))
+            assert smtp.sock is not None
+            smtp.sock.settimeout(config.command_timeout)
+            self._hello(smtp)
+            if not config.implicit_tls:
+                self._starttls(smtp, context)
+            if config.username:
+                try:
+                    _with_stage(Stage.AUTH, smtp.login, config.username, config.password or "")
+                except smtplib.SMTPAuthenticationError as exc:
+                    raise _Failed(Reply(Stage.AUTH, exc.smtp_code, _text(exc.smtp_error))) from None
+        except BaseException:
+            smtp.close()
+            raise
+        return smtp
+
+    def _hello(self, smtp: smtplib.SMTP) -> None:
+        code, text = _with_stage(Stage.EHLO, smtp.ehlo)
+        if code != 250:
+            code, text = _with_stage(Stage.EHLO, smtp.helo)
+            if code != 250:
+                raise _Failed(Reply(Stage.EHLO, code, _text(text)))
+
+    def _starttls(self, smtp: smtplib.SMTP, context: ssl.SSLContext) -> None:
+        policy = self.config.starttls
+        if policy == "never":
+            return
+        if not smtp.has_extn("starttls"):
+            if policy == "required":
+                raise _Failed(Reply(Stage.STARTTLS, error="relay does not offer STARTTLS"))
+            return
+        code, text = _with_stage(Stage.STARTTLS, smtp.starttls, context=context)
+        if code != 220:
+            raise _Failed(Reply(Stage.STARTTLS, code, _text(text)))
+        self._hello(smtp)
+
+    def _transaction(self, smtp: smtplib.SMTP, message: OutgoingMessage) -> Reply:
+        options: list[str] = []
+        if message.smtputf8:
+            if not smtp.has_extn("smtputf8"):
+                # What a relay would answer (RFC 6531 section 3.5), said locally.
+                return Reply(Stage.MAIL, 553, "5.6.7 the relay does not offer SMTPUTF8")
+            smtp.command_encoding = "utf-8"
+            options = ["SMTPUTF8", "BODY=8BITMIME"]
+        else:
+            smtp.command_encoding = "ascii"
+        code, text = _with_stage(Stage.MAIL, smtp.mail, message.envelope_from, options)
+        if code != 250:
+            return Reply(Stage.MAIL, code, _text(text))
+        code, text = _with_stage(Stage.RCPT, smtp.rcpt, message.recipient)
+        if code not in (250, 251):
+            return Reply(Stage.RCPT, code, _text(text))
+        _with_stage(Stage.DATA, smtp.putcmd, "data")
+        code, text = _with_stage(Stage.DATA, smtp.getreply)
+        if code != 354:
+            return Reply(Stage.DATA, code, _text(text))
+        _with_stage(Stage.BODY, smtp.send, _dot_stuffed(message.data))
+        code, text = _with_stage(Stage.FINAL_REPLY, smtp.getreply)
+        return Reply(Stage.FINAL_REPLY, code, _text(text))
+
+    def _reset(self) -> None:
+        smtp = getattr(self._local, "smtp", None)
+        if smtp is None:
+            return
+        try:
+            code, _ = smtp.rset()
+            if code == 250:
+                return
+        except (smtplib.SMTPException, OSError):
+            pass
+        self._discard()
+
+    def _discard(self) -> None:
+        smtp = getattr(self._local, "smtp", None)
+        self._local.smtp = None
+        if smtp is not None:
+            smtp.close()
+
+
+def _with_stage(stage: Stage, call, *args, **kwargs):  # type: ignore[no-untyped-def]
+    """Run one step, tagging any exception with the stage it happened in."""
+    try:
+        return call(*args, **kwargs)
+    except (smtplib.SMTPException, OSError) as exc:
+        if not hasattr(exc, "stage"):
+            exc.stage = stage  # type: ignore[attr-defined]
+        raise
+
+
+def _dot_stuffed(data: bytes) -> bytes:
+    """RFC 5321 section 4.5.2 transparency, plus the end-of-data line."""
+    stuffed = data.replace(b"\r\n.", b"\r\n..")
+    if stuffed.startswith(b"."):
+        stuffed = b"." + stuffed
+    if not stuffed.endswith(b"\r\n"):
+        stuffed += b"\r\n"
+    return stuffed + b".\r\n"
+
+
+def _text(raw: bytes | str) -> str:
+    return raw.decode("utf-8", "replace") if isinstance(raw, bytes) else raw
+
+
+def _describe(exc: BaseException) -> str:
+    if isinstance(exc, socket.timeout | TimeoutError):
+        return "timeout"
+    if isinstance(exc, ConnectionRefusedError):
+        return "connection refused"
+    if isinstance(exc, smtplib.SMTPServerDisconnected):
+        return "timeout" if "timed out" in str(exc) else "connection closed"
+    if isinstance(exc, ConnectionResetError):
+        return "connection reset"
+    if isinstance(exc, ssl.SSLError | ssl.CertificateError):
+        return f"tls: {exc}"
+    if isinstance(exc, socket.gaierror):
+        return f"dns: {exc}"
+    return f"{type(exc).__name__}: {exc}"

@@ -1,0 +1,156 @@
+"""Checks an email must pass before it is written (pure but for the address library).
+
+Every check raises an :class:`~outbox.errors.InvalidMessage` subclass with a
+message that names the field, so a caller's bad input never becomes a row.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import re
+from functools import lru_cache
+from typing import Any
+
+import email_validator
+import orjson
+
+from outbox.errors import (
+    HeaderInjection,
+    InvalidAddress,
+    InvalidKey,
+    InvalidParams,
+    MissingParams,
+)
+from outbox.models import Priority
+from outbox.render import Template
+
+MAX_KEY_LENGTH = 255
+_JSON_OPTIONS = (
+    orjson.OPT_SORT_KEYS
+    | orjson.OPT_PASSTHROUGH_DATETIME
+    | orjson.OPT_PASSTHROUGH_DATACLASS
+    | orjson.OPT_PASSTHROUGH_SUBCLASS
+)
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+_HEADER_BREAKERS = re.compile(r"[\r\n\x00]")
+# RFC 5322 dot-atom of ASCII atext: the common case, checked without the library.
+_ASCII_LOCAL = re.compile(r"[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+(?:\.[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+)*")
+
+
+def check_key(key: object) -> str:
+    if not isinstance(key, str) or not key:
+        raise InvalidKey("idempotency_key must be a non-empty string")
+    if len(key) > MAX_KEY_LENGTH:
+        raise InvalidKey(f"idempotency_key is longer than {MAX_KEY_LENGTH} characters")
+    if _CONTROL.search(key) or not _is_encodable(key):
+        raise InvalidKey("idempotency_key contains control characters or invalid Unicode")
+    return key
+
+
+def check_priority(priority: object) -> Priority:
+    try:
+        return Priority(priority)
+    except ValueError:
+        raise InvalidParams(f"priority must be 'high' or 'bulk', not {priority!r}") from None
+
+
+def normalize_address(address: object) -> str:
+    """The address as it will be stored and sent, or InvalidAddress.
+
+    Syntax only (no DNS): domains are checked once per process through
+    email-validator; internationalised addresses go through it whole.
+    """
+    if not isinstance(address, str):
+        raise InvalidAddress("recipient must be a string")
+    if _HEADER_BREAKERS.search(address):
+        raise HeaderInjection("recipient contains CR, LF or NUL")
+    local, at, domain = address.rpartition("@")
+    if at and len(address) <= 254 and len(local) <= 64 and _ASCII_LOCAL.fullmatch(local):
+        return f"{local}@{_normalize_domain(domain)}"
+    try:
+        return email_validator.validate_email(address, check_deliverability=False).normalized
+    except email_validator.EmailNotValidError as exc:
+        raise InvalidAddress(f"invalid recipient: {exc}") from None
+
+
+@lru_cache(maxsize=4096)
+def _normalize_domain(domain: str) -> str:
+    try:
+        return email_validator.validate_email(f"a@{domain}", check_deliverability=False).domain
+    except email_validator.EmailNotValidError as exc:
+        raise InvalidAddress(f"invalid recipient domain: {exc}") from None
+
+
+def ascii_address(address: str) -> str | None:
+    """The address with an IDNA domain, or None when the local part needs SMTPUTF8."""
+    try:
+        return email_validator.validate_email(address, check_deliverability=False).ascii_email
+    except email_validator.EmailNotValidError:
+        return None
+
+
+def dump_params(params: object, *, max_bytes: int) -> str:
+    """Params as canonical JSON text (sorted keys), or InvalidParams."""
+    if params is None:
+        params = {}
+    if not isinstance(params, dict):
+        raise InvalidParams("params must be a dict (a JSON object)")
+    try:
+        # orjson refuses non-string keys, lone surrogates and integers past
+        # 64 bits; the pass-through options make it refuse dates and
+        # dataclasses too, so params are plain JSON values and nothing else.
+        data = orjson.dumps(params, option=_JSON_OPTIONS)
+    except (TypeError, orjson.JSONEncodeError) as exc:
+        raise InvalidParams(f"params are not JSON-serialisable: {exc}") from None
+    if _has_non_finite(params):
+        raise InvalidParams("params contain NaN or Infinity, which JSON cannot hold")
+    if b"\\u0000" in data:
+        raise InvalidParams("params contain a NUL character, which Postgres cannot store")
+    size = len(data)
+    if size > max_bytes:
+        raise InvalidParams(f"params are {size} bytes, over the limit of {max_bytes}")
+    return data.decode("utf-8")
+
+
+def check_params_for(template: Template, params: dict[str, Any]) -> None:
+    missing = template.variables - params.keys()
+    if missing:
+        raise MissingParams(f"template {template.name!r} needs params: {', '.join(sorted(missing))}")
+    for name in template.subject_variables:
+        if _has_header_breaker(params[name]):
+            raise HeaderInjection(f"param {name!r} reaches the Subject and contains CR, LF or NUL")
+
+
+def content_hash(recipient: str, template: str, params_json: str, priority: str) -> str:
+    """Identifies what an idempotency key stands for, to detect a reused key."""
+    blob = "\x00".join((recipient, template, priority, params_json)).encode("utf-8")
+    return hashlib.sha256(blob).hexdigest()[:32]
+
+
+def _has_header_breaker(value: Any) -> bool:
+    if isinstance(value, str):
+        return bool(_HEADER_BREAKERS.search(value))
+    if isinstance(value, dict):
+        return any(_has_header_breaker(v) for v in value.values())
+    if isinstance(value, list | tuple):
+        return any(_has_header_breaker(v) for v in value)
+    return False
+
+
+def _has_non_finite(value: Any) -> bool:
+    if isinstance(value, float):
+        return not math.isfinite(value)
+    if isinstance(value, dict):
+        return any(_has_non_finite(v) for v in value.values())
+    if isinstance(value, list | tuple):
+        return any(_has_non_finite(v) for v in value)
+    return False
+
+
+def _is_encodable(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
