@@ -58,6 +58,13 @@ class Settings:
         settings.validate()
         return settings
 
+    def to_env(self) -> dict[str, str]:
+        """The environment that gives a child process these settings."""
+        return {
+            _ENV_NAMES.get(f.name, f"OUTBOX_{f.name.upper()}"): str(getattr(self, f.name))
+            for f in fields(self)
+        }
+
     def validate(self) -> None:
         if self.smtp_starttls not in {"never", "opportunistic", "required"}:
             raise ConfigError("OUTBOX_SMTP_STARTTLS must be never, opportunistic or required")

@@ -35,9 +35,9 @@ class Envelope:
 
 def build_message(envelope: Envelope, text: str, html: str | None) -> bytes:
     headers = [
-        ("From", encode_header_value(envelope.sender, address=True)),
+        ("From", encode_header_value("From", envelope.sender, address=True)),
         ("To", envelope.to),
-        ("Subject", encode_header_value(envelope.subject)),
+        ("Subject", encode_header_value("Subject", envelope.subject)),
         ("Date", format_datetime(envelope.date.astimezone(dt.UTC))),
         ("Message-ID", envelope.message_id),
         ("MIME-Version", "1.0"),
@@ -48,7 +48,7 @@ def build_message(envelope: Envelope, text: str, html: str | None) -> bytes:
         return _headers(headers + text_headers) + b"\r\n" + text_body
     # Derived from the Message-ID so that every attempt sends identical bytes.
     boundary = "=_" + hashlib.sha256(envelope.message_id.encode()).hexdigest()[:30]
-    headers.append(("Content-Type", f'multipart/alternative; boundary="{boundary}"'))
+    headers.append(("Content-Type", f'multipart/alternative;\r\n boundary="{boundary}"'))
     delimiter = f"--{boundary}\r\n".encode()
     text_headers, text_body = _part("text/plain", text)
     html_headers, html_body = _part("text/html", html)
@@ -70,15 +70,25 @@ def build_message(envelope: Envelope, text: str, html: str | None) -> bytes:
     )
 
 
-def encode_header_value(value: str, *, address: bool = False) -> str:
-    """Plain if short printable ASCII, else RFC 2047 encoded words, folded."""
-    if _PLAIN_HEADER.fullmatch(value):
+def encode_header_value(name: str, value: str, *, address: bool = False) -> str:
+    """Plain if short printable ASCII, else RFC 2047 encoded words, folded.
+
+    A value that merely looks like an encoded word is encoded too, so that a
+    reader shows it literally.
+    """
+    if _is_plain(name, value):
         return value
     if address:
-        name, _, rest = value.rpartition("<")
-        if name and _PLAIN_HEADER.fullmatch(rest):
-            return f"{Header(name.strip(), 'utf-8').encode()} <{rest}"
-    return Header(value, "utf-8", maxlinelen=76).encode(linesep="\r\n")
+        display, _, rest = value.rpartition("<")
+        if display and _is_plain(name, rest):
+            return f"{Header(display.strip(), 'utf-8').encode()} <{rest}"
+    return Header(value, "utf-8", maxlinelen=76, header_name=name).encode(linesep="\r\n")
+
+
+def _is_plain(name: str, value: str) -> bool:
+    return (
+        len(name) + len(value) <= 76 and _PLAIN_HEADER.fullmatch(value) is not None and "=?" not in value
+    )
 
 
 def _part(content_type: str, body: str) -> tuple[list[tuple[str, str]], bytes]:

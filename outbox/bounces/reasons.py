@@ -327,7 +327,7 @@ GENERIC_SOFT: Table = (
         _rx(
             r"service (?:currently |temporarily )?(?:unavailable|not available)",
             r"temporar(?:y|ily) (?:failure|unavailable|error|problem|suspended)",
-            r"system (?:error|problem|config|failure|not accepting)",
+            r"system (?:error|problem|config|failure)",
             r"mailer error",
             r"internal (?:server )?error",
             r"configuration error",

@@ -98,3 +98,47 @@ def derive(reason: str | None, reply_code: int | None, temporary: bool) -> str:
 
 def is_temporary(code: str | None) -> bool:
     return bool(code and code.startswith("4."))
+
+
+# Which SMTP command the failing reply answered, from the wording of the major MTAs
+# (Postfix "in reply to X command", Exim "after X", Sendmail ">>> X", qmail, DMA).
+_STAGES: tuple[tuple[str, re.Pattern[str]], ...] = (
+    (
+        "mail",
+        re.compile(
+            r"in reply to (?:the )?mail from|after mail from|did not like our mail from|"
+            r">>> mail from|sender was rejected|rejected mail from|server rejected mail from",
+            re.I,
+        ),
+    ),
+    ("helo", re.compile(r"after (?:ehlo|helo)\b|in reply to (?:the )?(?:ehlo|helo)", re.I)),
+    (
+        "connect",
+        re.compile(r"after initial connection|refused to talk to me|while connecting", re.I),
+    ),
+    (
+        "rcpt",
+        re.compile(
+            r"in reply to (?:the )?rcpt|after rcpt\b|did not like our rcpt|>>> rcpt to|"
+            r"does not like recipient|smtp:rcpt|after rcpt command|\[rcpt_to\]",
+            re.I,
+        ),
+    ),
+    (
+        "data",
+        re.compile(
+            r"in reply to (?:the )?(?:end of )?data|after (?:end of )?data\b|final data|"
+            r"for text command|failed after i sent the message|>>> data\b|"
+            r"smtp command\s*\n\s*data\b",
+            re.I,
+        ),
+    ),
+)
+
+
+def smtp_stage(text: str) -> str | None:
+    """``mail``, ``helo``, ``connect``, ``rcpt`` or ``data`` if the text says so."""
+    for stage, pattern in _STAGES:
+        if pattern.search(text):
+            return stage
+    return None

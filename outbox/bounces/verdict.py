@@ -1,0 +1,147 @@
+"""Turn one recipient's raw failure facts into class, reason and status.
+
+The rule that matters most: ``hard`` only when the address itself is known dead.
+A policy refusal (block list, spam, authentication, content, rate, quota, size,
+relaying, sender problems) is ``soft`` whatever its status code says, and so is every
+temporary (4.x.x) failure.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from outbox.bounces import reasons, status
+from outbox.bounces.model import Failure, Klass
+
+HARD_REASONS = frozenset({"user_unknown", "host_unknown", "bad_address", "has_moved", "no_mail_host"})
+NOT_A_FAILURE = frozenset({"delivered", "relayed", "expanded", "deliverable"})
+_SENDER_STAGES = frozenset({"mail", "helo", "connect"})
+
+# RFC 3463 section 3 subject/detail -> (reason, address-is-dead).
+_BY_STATUS: tuple[tuple[re.Pattern[str], str, bool], ...] = (
+    (re.compile(r"^\d\.1\.1$"), "user_unknown", True),
+    (re.compile(r"^\d\.1\.2$"), "host_unknown", True),
+    (re.compile(r"^\d\.1\.3$"), "bad_address", True),
+    (re.compile(r"^\d\.1\.6$"), "has_moved", True),
+    (re.compile(r"^\d\.1\.10$"), "no_mail_host", True),
+    (re.compile(r"^\d\.1\.[78]$"), "sender_rejected", False),
+    (re.compile(r"^\d\.2\.1$"), "suspended", False),
+    (re.compile(r"^\d\.2\.2$"), "mailbox_full", False),
+    (re.compile(r"^\d\.2\.3$"), "message_too_big", False),
+    (re.compile(r"^\d\.3\.4$"), "message_too_big", False),
+    (re.compile(r"^\d\.3\.\d+$"), "system", False),
+    (re.compile(r"^\d\.4\.7$"), "expired", False),
+    (re.compile(r"^\d\.4\.\d+$"), "network", False),
+    (re.compile(r"^\d\.5\.\d+$"), "protocol", False),
+    (re.compile(r"^\d\.6\.\d+$"), "content", False),
+    (re.compile(r"^\d\.7\.(?:2[0-6]|8|9)$"), "authentication", False),
+    (re.compile(r"^\d\.7\.\d+$"), "policy", False),
+)
+
+# RFC 5321 section 4.2.2 / RFC 7504 reply codes that name a reason on their own.
+_BY_REPLY: dict[int, tuple[str, bool]] = {
+    521: ("no_mail_host", True),
+    556: ("no_mail_host", True),
+    551: ("has_moved", True),
+    552: ("mailbox_full", False),
+    452: ("mailbox_full", False),
+}
+
+
+@dataclass(frozen=True)
+class Verdict:
+    klass: Klass
+    reason: str
+    status: str
+
+
+def _from_texts(texts: list[str]) -> tuple[str, bool] | None:
+    for text in texts:
+        found = reasons.first_match(reasons.OVERRIDE_HARD, text)
+        if found:
+            return found, True
+        found = reasons.first_match(reasons.SPECIFIC_SOFT, text)
+        if found:
+            return found, False
+        found = reasons.first_match(reasons.HARD, text)
+        if found:
+            return found, True
+    return None
+
+
+def _generic(texts: list[str]) -> tuple[str, bool] | None:
+    for text in texts:
+        found = reasons.first_match(reasons.GENERIC_SOFT, text)
+        if found:
+            return found, False
+    return None
+
+
+def _from_status(code: str | None) -> tuple[str, bool] | None:
+    if not code:
+        return None
+    for pattern, reason, hard in _BY_STATUS:
+        if pattern.match(code):
+            return reason, hard
+    return None
+
+
+def judge(failure: Failure) -> Verdict | None:
+    """Class, reason and status for one recipient; ``None`` if it did not fail."""
+    action = (failure.action or "").strip().lower()
+    if action in NOT_A_FAILURE:
+        return None
+    diagnostic = failure.diagnostic or ""
+    texts = [t for t in (diagnostic, failure.context) if t and t.strip()]
+    code = status.choose(status.normalize(failure.status), diagnostic)
+    if code is None and not diagnostic.strip() and failure.context:
+        code = status.choose(None, failure.context)
+    if code is not None and code.startswith("2."):
+        return None
+    reply = None
+    for text in texts:
+        reply = status.find_reply_code(text)
+        if reply is not None:
+            break
+    stage = failure.command
+    if stage is None:
+        for text in texts:
+            stage = status.smtp_stage(text)
+            if stage:
+                break
+
+    delayed = action == "delayed"
+    temporary = delayed or status.is_temporary(code)
+    if code is None and reply is not None and reply // 100 == 4:
+        temporary = True
+
+    found = _from_texts(texts)
+    if found is None and reply in _BY_REPLY and reply // 100 == 5:
+        found = _BY_REPLY[reply]
+    if found is None:
+        found = _generic(texts)
+    if found is None:
+        found = _from_status(code)
+    if found is None and reply in _BY_REPLY:
+        found = _BY_REPLY[reply]
+    reason, hard = found if found else ("unknown", False)
+
+    if hard and stage in _SENDER_STAGES:
+        # A refusal of MAIL FROM / HELO / the connection is about us, not the address.
+        reason, hard = ("sender_rejected" if stage == "mail" else "blocked"), False
+    if hard and code and re.match(r"^5\.1\.[78]$", code):
+        reason, hard = "sender_rejected", False
+    if hard and code and code.startswith("5.7.") and reason != "no_mail_host":
+        reason, hard = "policy", False
+    if hard and reason == "user_unknown" and stage == "data" and not (code or "").startswith("5.1."):
+        # "Unknown user" after DATA is a content/sender filter, not a directory lookup.
+        reason, hard = "filtered", False
+    if temporary:
+        hard = False
+    if delayed:
+        reason = "delayed"
+
+    final_code = code or status.derive(reason, reply, temporary)
+    klass: Klass = "hard" if hard else "soft"
+    return Verdict(klass=klass, reason=reason, status=final_code)

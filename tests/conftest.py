@@ -1,0 +1,92 @@
+"""Real servers only: Postgres and Redis of this machine, SMTP started per test.
+
+A server that does not answer fails the run with what to start; nothing skips.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+from urllib.parse import urlsplit, urlunsplit
+
+import psycopg
+import pytest
+import redis
+
+from outbox import store
+from outbox.config import Settings
+
+# The developer's own OUTBOX_* settings must not leak into the tests.
+for _name in [n for n in os.environ if n.startswith("OUTBOX_")]:
+    del os.environ[_name]
+
+ADMIN_URL = os.environ.get("DATABASE_URL") or "postgresql://postgres@127.0.0.1:5432/postgres"
+REDIS_URL = os.environ.get("REDIS_URL") or "redis://127.0.0.1:6379/0"
+START_POSTGRES = (
+    "start it with `pg_ctlcluster --skip-systemctl-redirect $(ls /etc/postgresql) main start`, "
+    "or set DATABASE_URL (./dev test starts an embedded one when none answers)"
+)
+START_REDIS = (
+    "start it with `redis-server --daemonize yes --bind 127.0.0.1 --port 6379 --save ''`, "
+    "or set REDIS_URL"
+)
+
+
+def _with_database(url: str, name: str) -> str:
+    parts = urlsplit(url)
+    return urlunsplit(parts._replace(path=f"/{name}"))
+
+
+@pytest.fixture(scope="session")
+def database_url() -> Iterator[str]:
+    """A database of this test session's own, migrated, dropped at the end."""
+    name = f"outbox_test_{uuid.uuid4().hex[:8]}"
+    try:
+        admin = psycopg.connect(ADMIN_URL, autocommit=True, connect_timeout=5)
+    except psycopg.OperationalError as exc:
+        pytest.fail(f"Postgres at {ADMIN_URL} does not answer ({exc}); {START_POSTGRES}")
+    with admin:
+        admin.execute(f'CREATE DATABASE "{name}"')
+    url = _with_database(ADMIN_URL, name)
+    with psycopg.connect(url) as conn:
+        store.migrate(conn)
+    yield url
+    with psycopg.connect(ADMIN_URL, autocommit=True) as admin:
+        admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture(scope="session")
+def redis_client() -> redis.Redis:
+    client = redis.Redis.from_url(REDIS_URL, socket_connect_timeout=5)
+    try:
+        client.ping()
+    except redis.ConnectionError as exc:
+        pytest.fail(f"Redis at {REDIS_URL} does not answer ({exc}); {START_REDIS}")
+    return client
+
+
+@pytest.fixture
+def settings(database_url: str, redis_client: redis.Redis) -> Iterator[Settings]:
+    """Fresh tables and a broker namespace of the test's own; time compressed."""
+    with psycopg.connect(database_url) as conn:
+        conn.execute("TRUNCATE email_outbox, email_attempt, email_event RESTART IDENTITY")
+    namespace = f"outbox-test-{uuid.uuid4().hex[:8]}"
+    yield Settings(
+        database_url=database_url,
+        redis_url=REDIS_URL,
+        namespace=namespace,
+        retry_base_seconds=0.05,
+        retry_cap_seconds=0.2,
+        greylist_min_seconds=0.3,
+        poll_interval=0.2,
+        sweep_interval=0.5,
+    )
+    for key in redis_client.scan_iter(f"{namespace}*"):
+        redis_client.delete(key)
+
+
+@pytest.fixture
+def conn(settings: Settings) -> Iterator[psycopg.Connection[tuple[object, ...]]]:
+    with psycopg.connect(settings.database_url) as connection:
+        yield connection
