@@ -144,8 +144,12 @@ class _Listener:
             if self.conn is None or self.conn.closed:
                 self.conn = psycopg.connect(self.conninfo, autocommit=True, connect_timeout=5)
                 self.conn.execute(f"LISTEN {NOTIFY_CHANNEL}")
-            for _ in self.conn.notifies(timeout=timeout, stop_after=1):
-                pass
+            # Short slices so that a stop request is seen within a quarter second.
+            deadline = time.monotonic() + timeout
+            while not stop.is_set():
+                left = deadline - time.monotonic()
+                if left <= 0 or list(self.conn.notifies(timeout=min(left, 0.25), stop_after=1)):
+                    return
         except psycopg.Error as exc:
             log.warning("LISTEN connection lost (%s); polling", exc)
             self.close()

@@ -50,15 +50,17 @@ class _Handler:
     async def handle_RCPT(  # noqa: N802 - aiosmtpd's hook name
         self, server: Any, session: Any, envelope: Any, address: str, options: list[str]
     ) -> str:
-        reply = self.sink.behaviour(address).rcpt_reply
-        if reply:
-            return reply
+        # Decided once per transaction: the DATA stage follows the same behaviour.
+        behaviour = self.sink.behaviour(address)
+        if behaviour.rcpt_reply:
+            return behaviour.rcpt_reply
+        envelope.behaviour = behaviour
         envelope.rcpt_tos.append(address)
         return "250 2.1.5 OK"
 
     async def handle_DATA(self, server: Any, session: Any, envelope: Any) -> str:  # noqa: N802
         data: bytes = envelope.original_content or envelope.content
-        behaviour = self.sink.behaviour(envelope.rcpt_tos[0])
+        behaviour: Behaviour = getattr(envelope, "behaviour", ACCEPT)
         if behaviour.delay:
             await asyncio.sleep(behaviour.delay)
         if behaviour.data_reply and not behaviour.data_reply.startswith("2"):
@@ -68,8 +70,11 @@ class _Handler:
         received = Received(envelope.mail_from, list(envelope.rcpt_tos), headers["Message-ID"], data)
         queue_id = self.sink.record(received)
         if behaviour.drop_after_data:
-            session.transport.close()
-            return "421 4.4.2 closing"  # never reaches the client: the socket is gone
+            # Gone without a word: aiosmtpd cancels this handler when the
+            # connection is lost, so no reply is ever written.
+            server.transport.abort()
+            await asyncio.sleep(30)
+            return "421 4.4.2 closing"
         return behaviour.data_reply or f"250 2.0.0 Ok: queued as {queue_id}"
 
 

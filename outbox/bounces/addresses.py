@@ -6,7 +6,8 @@ import re
 
 # Deliberately permissive (RFC 5322 atext plus quoted local parts): bounces quote
 # whatever the sender used, and a miss here loses the recipient entirely.
-_LOCAL = r"(?:\"[^\"\r\n]{1,200}\"|[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+(?:\.+[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+)*\.*)"
+_ATEXT = r"[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+"
+_LOCAL = rf"(?:\"[^\"\r\n]{{1,200}}\"|{_ATEXT}(?:\.+{_ATEXT})*\.*)"
 _DOMAIN = r"(?:[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?\.)+[A-Za-z][A-Za-z0-9-]{0,62}"
 ADDRESS_RE = re.compile(rf"(?<![A-Za-z0-9.+_-]){_LOCAL}@{_DOMAIN}(?![A-Za-z0-9-])")
 _ANY_DOMAIN = r"[A-Za-z0-9](?:[A-Za-z0-9.-]*[A-Za-z0-9])?"

@@ -20,7 +20,8 @@ _AUTO_SUBJECT = re.compile(
     r"out of (?:the )?office|away from (?:the )?office|i am away|i'm away|on vacation|"
     r"vacation|abwesenheit|abwesend|absence|absent|r[ée]ponse automatique|fuera de la oficina|"
     r"ausente|fuori sede|assente|afwezig|niet aanwezig|frånvaro|fravær|poissa|"
-    r"自動応答|自动回复|自動回覆|不在|автоответ|otomatik yan[ıi]t|away until|out of office)",
+    r"自動応答|自动回复|自動回覆|不在|автоответ|otomatik yan\u0131t|otomatik yanit|"
+    r"away until|out of office)",
     re.I,
 )
 _AUTO_PREFIX = re.compile(r"^\s*(?:auto|automatic reply|autoreply|ooo|out of office)\s*:", re.I)

@@ -159,9 +159,7 @@ def block_text(lines: list[str], anchor: Anchor, stop: int) -> str:
     return " ".join([text, *following]).strip()
 
 
-def recipient_blocks(
-    section: str, known: list[str], exclude: list[str]
-) -> list[tuple[str, str]]:
+def recipient_blocks(section: str, known: list[str], exclude: list[str]) -> list[tuple[str, str]]:
     """(address, diagnostic) pairs for the failed recipients of a text section.
 
     ``known`` is an authoritative recipient list (e.g. X-Failed-Recipients); when it is
@@ -200,7 +198,8 @@ def _diagnostic_for(address: str, lines: list[str], anchors: list[Anchor]) -> st
     if not own:
         return ""
     first = own[0]
-    others = [a.line for a in anchors if a.line > first.line and not same_address(a.address, address)]
+    others = [
+        a.line for a in anchors if a.line > first.line and not same_address(a.address, address)
+    ]
     stop = min(others) if others else len(lines)
     return block_text(lines, first, stop)
-

@@ -136,7 +136,11 @@ def notification_texts(msg: Message) -> list[str]:
         if part.is_multipart():
             continue
         ctype = content_type(part)
-        if ctype == "text/plain" or (ctype.startswith("text/") and ctype != "text/html"):
+        if ctype.startswith("multipart/"):
+            # A multipart whose boundary could not be found arrives as one opaque
+            # string; its text is still the report.
+            plain.append(part_text(part))
+        elif ctype == "text/plain" or (ctype.startswith("text/") and ctype != "text/html"):
             if ctype not in RETURNED_TYPES:
                 plain.append(part_text(part))
         elif ctype == "text/html":

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from email.message import Message
 
 from outbox.bounces import arf, autoreply, dsn, legacy, mime, returned, ses, unsubscribe, verp
-from outbox.bounces.addresses import clean_address, find_addresses, is_plausible, same_address
+from outbox.bounces.addresses import find_addresses, is_plausible, same_address
 from outbox.bounces.model import BounceResult, Failure
 from outbox.bounces.verdict import judge
 
@@ -34,10 +34,11 @@ def parse_bounce(raw: bytes) -> list[BounceResult]:
     Returns one result per failed recipient; ``[]`` means "not a bounce" (ordinary
     mail, auto-replies, delivery confirmations, unreadable input).  Never raises.
     """
-    if not isinstance(raw, (bytes, bytearray)):
+    data: object = raw
+    if not isinstance(data, (bytes, bytearray, memoryview)):
         return []
     try:
-        return _parse(bytes(raw))
+        return _parse(bytes(data))
     except Exception:  # garbage in, "not a bounce" out: callers must never crash
         return []
 
@@ -162,7 +163,9 @@ def _from_dsn(ctx: _Context, reports: list[dsn.Report]) -> list[Failure]:
     return failures
 
 
-def _fallback_recipient(ctx: _Context, failed_header: list[str], index: int, total: int) -> str | None:
+def _fallback_recipient(
+    ctx: _Context, failed_header: list[str], index: int, total: int
+) -> str | None:
     """Recipient for a DSN record whose address fields are paths, pipes or routes."""
     if failed_header:
         return failed_header[index] if len(failed_header) == total else failed_header[0]
@@ -268,14 +271,15 @@ def _from_ses(ctx: _Context, notices: list[ses.Notice]) -> list[BounceResult]:
                 recipient=notice.recipient,
                 status=notice.status,
                 diagnostic=notice.diagnostic,
-                action="failed" if notice.permanent else "delayed",
+                action="failed",
             )
         )
         if verdict is None:
             continue
         results.append(
             BounceResult(
-                klass=verdict.klass,
+                # SES "Transient" means it gave up on a temporary condition.
+                klass=verdict.klass if notice.permanent else "soft",
                 recipient=notice.recipient,
                 status=verdict.status,
                 diagnostic=_short(notice.diagnostic),
@@ -286,6 +290,3 @@ def _from_ses(ctx: _Context, notices: list[ses.Notice]) -> list[BounceResult]:
             )
         )
     return results
-
-
-__all__ = ["clean_address", "parse_bounce"]

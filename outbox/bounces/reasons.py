@@ -27,6 +27,16 @@ def _rx(*parts: str) -> re.Pattern[str]:
 
 Table = Sequence[tuple[str, re.Pattern[str]]]
 
+# Wording that states a user is unknown without saying why; some carriers answer
+# this way after DATA when their content filter refuses the sender.
+UNKNOWN_USER_WORDING = re.compile(
+    r"user unknown|unknown user|no such user|user not (?:exist|found)|unknown recipient", re.I
+)
+
+# "550 : User unknown" with the mailbox left out is what the au/EZweb (KDDI) servers
+# answer when the recipient's own sender filter refuses the message.
+FILTER_UNKNOWN_USER = re.compile(r"(?:^|\s)\d{3}\s+:\s*user unknown", re.I)
+
 # Office 365 directory-based edge blocking answers unknown recipients this way
 # (Microsoft: "550 5.4.1 Recipient address rejected: Access denied").  It must be
 # checked before the generic "access denied" block rule below.
@@ -132,7 +142,8 @@ SPECIFIC_SOFT: Table = (
         "mailbox_full",
         _rx(
             r"mail ?box\b[^.]{0,30}\b(?:full|quota|exceed|storage|size limit)",
-            r"(?:over|exceed(?:ed|s|ing)?)(?: (?:the|its|his|her|their|your))? (?:disk |storage |mail )?quota",
+            r"(?:over|exceed(?:ed|s|ing)?)(?: (?:the|its|his|her|their|your))?"
+            r" (?:disk |storage |mail )?quota",
             r"quota (?:exceeded|full|violation|limit|reached)",
             r"\bdisk quota",
             r"insufficient (?:disk |storage |system )?(?:space|storage)",
@@ -144,7 +155,8 @@ SPECIFIC_SOFT: Table = (
             r"too many messages (?:in|on|for)",
             r"full mailbox",
             r"exceeded the local limit",
-            r"(?:account|user|recipient) (?:is |has )?(?:over|exceeded) (?:its |the )?(?:limit|quota)",
+            r"(?:account|user|recipient) (?:is |has )?(?:over|exceeded)"
+            r" (?:its |the )?(?:limit|quota)",
             r"boite (?:du destinataire )?pleine",
             r"mailbox exceeds",
         ),
@@ -193,7 +205,7 @@ SPECIFIC_SOFT: Table = (
             r"content (?:rejected|refused|not accepted)",
             r"message content",
             r"not rfc ?\d* ?compliant",
-            r"\brfc ?(?:5322|2822|822)\b",
+            r"\brfc ?(?:5322|2822)\b",
             r"(?:duplicate|invalid|malformed|missing|multiple|too many) (?:\w+ )?headers?\b",
             r"headers? (?:error|syntax|too)",
             r"media error",
@@ -242,6 +254,7 @@ HARD: Table = (
     (
         "host_unknown",
         _rx(
+            r"(?:^|\s)(?:[a-z0-9-]+\.)+[a-z]{2,}\.? (?:does not|doesn'?t) exist",
             r"host (?:or domain name )?(?:unknown|not found)",
             r"unknown host",
             r"(?:no such|unknown|non-?existent) (?:domain|host)",
@@ -266,13 +279,16 @@ HARD: Table = (
             r"(?: (?!ip\b|sender\b|from\b|return\b|helo\b|host\b|client\b|dns\b|domain\b)\w+){0,2}"
             r" (?:user|userid|recipient|mail ?box|address|account|local ?part|addressee|person)\b",
             r"no such (?:user|mail ?box|account|recipient|addressee|person)\b",
-            r"no (?:user|mail ?box|account|recipient)s? (?:here|by that name|available|found|at this)",
+            r"no (?:user|mail ?box|account|recipient)s?"
+            r" (?:here|by that name|available|found|at this)",
             r"recip(?:ient)?notfound",
             r"doesn'?t have an? .{1,60}? account",
             r"not (?:a )?valid (?:user|recipient|mailbox|address)",
             r"not listed in (?:the )?(?:domino directory|public name|directory)",
             r"(?:is not|isn't) a (?:known|valid) (?:user|recipient|mailbox)",
             r"there is no one at this address",
+            r"please check if (?:the )?address is correct",
+            r"^\W*\d{3}[ -]<?[^\s@<>]+@[^\s<>]+?>?\s+rejected\W*$",
             r"\bdoes not exist\b",
             r"\bdoesn'?t exist\b",
             r"<[^<>@\s]+@[^<>\s]+>\s*not found",
@@ -359,7 +375,7 @@ GENERIC_SOFT: Table = (
             r"\brefused\b",
             r"\brejected\b",
             r"\breject\b",
-            r"security",
+            r"security (?:polic|reason|issue|risk|check)",
             r"protocol violation",
             r"administrative",
             r"restricted",

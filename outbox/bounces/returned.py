@@ -15,7 +15,9 @@ from outbox.bounces import mime
 from outbox.bounces.legacy import _MARKERS
 
 _HEADER_START = re.compile(r"^[A-Za-z][A-Za-z0-9-]{0,60}:[ \t]*\S", re.M)
-_MESSAGE_ID_LINE = re.compile(r"^[ \t>]*Message-I[Dd][ \t]*:[ \t]*\n?[ \t]*(<[^<>\s]+>|[^<>\s]+@[^<>\s]+)", re.M | re.I)
+_MESSAGE_ID_LINE = re.compile(
+    r"^[ \t>]*Message-I[Dd][ \t]*:[ \t]*\n?[ \t]*(<[^<>\s]+>|[^<>\s]+@[^<>\s]+)", re.M | re.I
+)
 
 
 def inline_headers(text: str) -> Message | None:
@@ -27,9 +29,8 @@ def inline_headers(text: str) -> Message | None:
     newline = rest.find("\n")
     rest = rest[newline + 1 :] if newline >= 0 else ""
     start = _HEADER_START.search(rest)
-    if not start or rest[: start.start()].strip("\n -=*>").strip():
-        if not start:
-            return None
+    if not start:
+        return None
     block = rest[start.start() :]
     parsed = mime.load(block.encode("utf-8", "replace"))
     if parsed is None or not parsed.keys():

@@ -30,7 +30,7 @@ def _load(text: str) -> dict[str, Any] | None:
     if start < 0 or end <= start:
         return None
     try:
-        data = json.loads(text[start : end + 1])
+        data = json.loads(text[start : end + 1], strict=False)
     except ValueError:
         return None
     if not isinstance(data, dict):
@@ -38,7 +38,7 @@ def _load(text: str) -> dict[str, Any] | None:
     inner = data.get("Message")
     if isinstance(inner, str):
         try:
-            inner_data = json.loads(inner)
+            inner_data = json.loads(inner, strict=False)
         except ValueError:
             return None
         return inner_data if isinstance(inner_data, dict) else None

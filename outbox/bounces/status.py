@@ -72,16 +72,17 @@ def is_unspecific(code: str) -> bool:
 def choose(dsn_status: str | None, diagnostic: str) -> str | None:
     """Pick the most informative code for one recipient.
 
-    A specific ``Status:`` field wins; otherwise the last specific code quoted in the
-    diagnostic (the remote server's own answer usually comes last, after any label the
-    reporting MTA prefixes); otherwise the unspecific field value.
+    The last specific code quoted in the diagnostic wins: it is the remote server's
+    own answer, which the reporting MTA often wraps in its own label or summarises in
+    ``Status:`` ("554 4.4.7 Message expired ... <421 4.4.2 Connection timed out>").
+    Then a specific ``Status:`` field, then whatever unspecific ``x.0.0`` was given.
     """
-    if dsn_status and not is_unspecific(dsn_status):
-        return dsn_status
     quoted = find_all(diagnostic)
     specific = [code for code in quoted if not is_unspecific(code)]
     if specific:
         return specific[-1]
+    if dsn_status and not is_unspecific(dsn_status):
+        return dsn_status
     return dsn_status or (quoted[0] if quoted else None)
 
 
@@ -120,6 +121,7 @@ _STAGES: tuple[tuple[str, re.Pattern[str]], ...] = (
         "rcpt",
         re.compile(
             r"in reply to (?:the )?rcpt|after rcpt\b|did not like our rcpt|>>> rcpt to|"
+            r"\b5\.1\.1 <?[^\s<>]+@[^\s<>]+?>?\.\.\. user unknown|"
             r"does not like recipient|smtp:rcpt|after rcpt command|\[rcpt_to\]",
             re.I,
         ),

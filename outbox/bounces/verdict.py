@@ -14,7 +14,9 @@ from dataclasses import dataclass
 from outbox.bounces import reasons, status
 from outbox.bounces.model import Failure, Klass
 
-HARD_REASONS = frozenset({"user_unknown", "host_unknown", "bad_address", "has_moved", "no_mail_host"})
+HARD_REASONS = frozenset(
+    {"user_unknown", "host_unknown", "bad_address", "has_moved", "no_mail_host"}
+)
 NOT_A_FAILURE = frozenset({"delivered", "relayed", "expanded", "deliverable"})
 _SENDER_STAGES = frozenset({"mail", "helo", "connect"})
 
@@ -56,26 +58,34 @@ class Verdict:
     status: str
 
 
-def _from_texts(texts: list[str]) -> tuple[str, bool] | None:
-    for text in texts:
-        found = reasons.first_match(reasons.OVERRIDE_HARD, text)
-        if found:
-            return found, True
-        found = reasons.first_match(reasons.SPECIFIC_SOFT, text)
-        if found:
-            return found, False
-        found = reasons.first_match(reasons.HARD, text)
-        if found:
-            return found, True
+def _specific(text: str) -> tuple[str, bool] | None:
+    found = reasons.first_match(reasons.OVERRIDE_HARD, text)
+    if found:
+        return found, True
+    found = reasons.first_match(reasons.SPECIFIC_SOFT, text)
+    if found:
+        return found, False
+    found = reasons.first_match(reasons.HARD, text)
+    if found:
+        return found, True
     return None
 
 
-def _generic(texts: list[str]) -> tuple[str, bool] | None:
-    for text in texts:
-        found = reasons.first_match(reasons.GENERIC_SOFT, text)
-        if found:
-            return found, False
-    return None
+def _generic(text: str) -> tuple[str, bool] | None:
+    found = reasons.first_match(reasons.GENERIC_SOFT, text)
+    return (found, False) if found else None
+
+
+def _reason(diagnostic: str, context: str, reply: int | None) -> tuple[str, bool] | None:
+    """The server's own answer first, then the surrounding notice text."""
+    found = _specific(diagnostic) if diagnostic else None
+    if found is None and reply in _BY_REPLY and _BY_REPLY[reply][1]:
+        found = _BY_REPLY[reply]
+    if found is None and diagnostic:
+        found = _generic(diagnostic)
+    if found is None and context:
+        found = _specific(context) or _generic(context)
+    return found
 
 
 def _from_status(code: str | None) -> tuple[str, bool] | None:
@@ -116,11 +126,7 @@ def judge(failure: Failure) -> Verdict | None:
     if code is None and reply is not None and reply // 100 == 4:
         temporary = True
 
-    found = _from_texts(texts)
-    if found is None and reply in _BY_REPLY and reply // 100 == 5:
-        found = _BY_REPLY[reply]
-    if found is None:
-        found = _generic(texts)
+    found = _reason(diagnostic, failure.context, reply)
     if found is None:
         found = _from_status(code)
     if found is None and reply in _BY_REPLY:
@@ -134,8 +140,17 @@ def judge(failure: Failure) -> Verdict | None:
         reason, hard = "sender_rejected", False
     if hard and code and code.startswith("5.7.") and reason != "no_mail_host":
         reason, hard = "policy", False
-    if hard and reason == "user_unknown" and stage == "data" and not (code or "").startswith("5.1."):
-        # "Unknown user" after DATA is a content/sender filter, not a directory lookup.
+    if (
+        hard
+        and reason == "user_unknown"
+        and stage == "data"
+        and not (code or "").startswith("5.1.")
+        and any(reasons.UNKNOWN_USER_WORDING.search(t) for t in texts)
+    ):
+        # A bare "unknown user" after DATA comes from a content/sender filter, not a
+        # directory lookup (the recipient was already accepted at RCPT).
+        reason, hard = "filtered", False
+    if hard and reason == "user_unknown" and reasons.FILTER_UNKNOWN_USER.search(diagnostic):
         reason, hard = "filtered", False
     if temporary:
         hard = False

@@ -1,0 +1,9 @@
+"""``python -m outbox.bounces classify FILE [FILE ...]``."""
+
+from __future__ import annotations
+
+import sys
+
+from outbox.bounces.cli import main
+
+sys.exit(main())

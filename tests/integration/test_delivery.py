@@ -1,0 +1,263 @@
+"""Delivery in this process against a real SMTP server on loopback."""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+import psycopg
+import pytest
+
+from outbox import enqueue
+from outbox.config import Settings
+from outbox.delivery import Delivery
+from outbox.models import Priority
+from outbox.relay import Relay
+from outbox.sink import ACCEPT, Behaviour, SmtpSink
+from outbox.transports.smtp import SmtpConfig, SmtpTransport
+from tests.integration.helpers import LOGIN, add_newsletter, pool, query, statuses
+
+
+class Harness:
+    """A relay and a delivery in this process: publish, then deliver what was published."""
+
+    def __init__(self, settings: Settings, sink_url: str, p: Any) -> None:
+        self.groups: list[list[int]] = []
+        self.relay = Relay(settings, p, self._publish)
+        transport = SmtpTransport(SmtpConfig.from_url(sink_url, command_timeout=2, connect_timeout=2))
+        self.delivery = Delivery(settings, p, transport, rand=lambda: 1.0)
+        self.settings = settings
+
+    def _publish(self, priority: Priority, groups: Sequence[Sequence[int]]) -> None:
+        self.groups += [list(g) for g in groups]
+
+    def run(self, timeout: float = 20.0) -> None:
+        """Until no row is pending, queued or sending."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            self.relay.run_round()
+            while self.groups:
+                self.delivery.deliver(self.groups.pop(0))
+            if not set(statuses(self.settings)) & {"pending", "queued", "sending"}:
+                return
+            time.sleep(0.05)
+        raise AssertionError(f"rows still unfinished: {statuses(self.settings)}")
+
+
+@contextmanager
+def harness(
+    settings: Settings,
+    behaviour: Callable[[str], Behaviour] | None = None,
+    *,
+    smtputf8: bool = True,
+    started: bool = True,
+) -> Iterator[tuple[Harness, SmtpSink]]:
+    sink = SmtpSink(behaviour, smtputf8=smtputf8)
+    if started:
+        sink.start()
+    try:
+        with pool(settings) as p:
+            h = Harness(settings, sink.url, p)
+            try:
+                yield h, sink
+            finally:
+                h.delivery.transport.close()
+    finally:
+        if started:
+            sink.stop()
+
+
+def add(settings: Settings, key: str, to: str, priority: str = "high") -> int:
+    with psycopg.connect(settings.database_url) as conn:
+        result = enqueue(conn, idempotency_key=key, to=to, template="login_code", params=LOGIN,
+                         priority=priority, settings=settings)  # fmt: skip
+        conn.commit()
+    return result.id
+
+
+def attempts(settings: Settings, outbox_id: int) -> list[tuple[Any, ...]]:
+    return query(
+        settings,
+        "SELECT attempt, verdict, stage, reply_code, enhanced_status, reply_text FROM email_attempt "
+        "WHERE outbox_id = %s ORDER BY id",
+        outbox_id,
+    )
+
+
+def test_delivered_with_stored_message_id_and_relay_queue_id(settings: Settings) -> None:
+    ids = add_newsletter(settings, 40)
+    login = add(settings, "login-1", "alice@example.com")
+    with harness(settings) as (h, sink):
+        h.run()
+    assert statuses(settings) == {"sent": 41}
+    stored = dict(query(settings, "SELECT message_id, provider_message_id FROM email_outbox"))
+    assert sorted(m.message_id or "" for m in sink.messages) == sorted(stored)
+    assert all(v and v.startswith("Q") for v in stored.values())
+    login_message = next(m for m in sink.messages if m.recipients == ["alice@example.com"])
+    assert login_message.mail_from == "no-reply@outbox.localhost"
+    assert b"Auto-Submitted: auto-generated" in login_message.data
+    assert b"123456" in login_message.data
+    bulk_message = next(m for m in sink.messages if m.recipients == ["r0@example.com"])
+    assert b"Auto-Submitted" not in bulk_message.data
+    assert attempts(settings, login)[0][:4] == (1, "sent", "final_reply", 250)
+    events = query(settings, "SELECT from_status, to_status FROM email_event WHERE outbox_id = %s ORDER BY id", ids[0])
+    assert events == [("pending", "queued"), ("queued", "sending"), ("sending", "sent")]
+
+
+def test_greylisting_then_success(settings: Settings) -> None:
+    tries = itertools.count()
+
+    def greylist_once(address: str) -> Behaviour:
+        if next(tries) == 0:
+            return Behaviour(rcpt_reply="450 4.7.1 <a@example.com>: Recipient address rejected: Greylisted")
+        return ACCEPT
+
+    login = add(settings, "login-1", "alice@example.com")
+    with harness(settings, greylist_once) as (h, sink):
+        started = time.monotonic()
+        h.run()
+        waited = time.monotonic() - started
+    assert statuses(settings) == {"sent": 1}
+    rows = attempts(settings, login)
+    assert [(r[1], r[2], r[3], r[4]) for r in rows] == [
+        ("retry", "rcpt", 450, "4.7.1"),
+        ("sent", "final_reply", 250, "2.0.0"),
+    ]
+    assert waited >= settings.greylist_min_seconds
+    assert len(sink.messages) == 1
+
+
+def test_5yz_fails_at_once_with_the_reply(settings: Settings) -> None:
+    unknown = "550 5.1.1 <nobody@example.com>: Recipient address rejected: User unknown"
+    login = add(settings, "login-1", "nobody@example.com")
+    with harness(settings, lambda a: Behaviour(rcpt_reply=unknown)) as (h, sink):
+        h.run()
+    row = query(settings, "SELECT status, attempts, last_error, failed_at IS NOT NULL FROM email_outbox")[0]
+    assert row[:2] == ("failed", 1)
+    assert "User unknown" in row[2]
+    assert row[3]
+    assert attempts(settings, login)[0][1:5] == ("failed", "rcpt", 550, "5.1.1")
+    assert sink.messages == []
+
+
+def test_5yz_after_data_fails_too(settings: Settings) -> None:
+    add(settings, "login-1", "spam@example.com")
+    with harness(settings, lambda a: Behaviour(data_reply="554 5.7.1 Message rejected as spam")) as (h, _):
+        h.run()
+    assert statuses(settings) == {"failed": 1}
+
+
+def test_dead_after_the_attempt_limit(settings: Settings, caplog: pytest.LogCaptureFixture) -> None:
+    settings = dataclasses.replace(settings, max_attempts=3)
+    login = add(settings, "login-1", "busy@example.com")
+    with harness(settings, lambda a: Behaviour(rcpt_reply="421 4.3.2 try later, busy")) as (h, _):
+        h.run()
+    row = query(settings, "SELECT status, attempts, last_error FROM email_outbox")[0]
+    assert row[:2] == ("dead", 3)
+    assert "gave up after 3 attempts" in row[2]
+    assert [r[1] for r in attempts(settings, login)] == ["retry", "retry", "retry"]
+    assert any(r.levelname == "ERROR" and "dead" in r.getMessage() for r in caplog.records)
+
+
+def test_dead_past_the_age_limit(settings: Settings) -> None:
+    settings = dataclasses.replace(settings, max_age_seconds=0.0)
+    add(settings, "login-1", "busy@example.com")
+    with harness(settings, lambda a: Behaviour(rcpt_reply="451 4.3.0 later")) as (h, _):
+        h.run()
+    row = query(settings, "SELECT status, attempts, last_error FROM email_outbox")[0]
+    assert row[:2] == ("dead", 1)
+    assert "age" in row[2]
+
+
+@pytest.mark.parametrize(("policy", "status"), [("retry", "sent"), ("hold", "held")])
+def test_dropped_after_data_is_uncertain(settings: Settings, policy: str, status: str) -> None:
+    settings = dataclasses.replace(settings, on_uncertain=policy)
+    tries = itertools.count()
+    login = add(settings, "login-1", "alice@example.com")
+
+    def drop_once(address: str) -> Behaviour:
+        return Behaviour(drop_after_data=True) if next(tries) == 0 else ACCEPT
+
+    with harness(settings, drop_once) as (h, sink):
+        h.run()
+    assert statuses(settings) == {status: 1}
+    assert attempts(settings, login)[0][1:3] == ("uncertain", "final_reply")
+    # The relay did accept the first copy; a retry sends the same Message-ID.
+    ids = sink.message_ids()
+    assert len(ids) == (2 if policy == "retry" else 1)
+    assert len(set(ids)) == 1
+
+
+def test_duplicate_broker_delivery_sends_nothing(settings: Settings) -> None:
+    ids = add_newsletter(settings, 5)
+    with harness(settings) as (h, sink):
+        h.relay.run_round()
+        groups = list(h.groups)
+        for group in groups:
+            h.delivery.deliver(group)
+        for group in groups:  # the broker redelivers every message
+            h.delivery.deliver(group)
+    assert len(sink.messages) == 5
+    assert statuses(settings) == {"sent": 5}
+    assert query(settings, "SELECT count(*) FROM email_attempt")[0][0] == len(ids)
+
+
+def test_smtputf8_recipient(settings: Settings) -> None:
+    add(settings, "login-1", "jörg@bücher.example")
+    add(settings, "login-2", "anna@bücher.example")
+    with harness(settings) as (h, sink):
+        h.run()
+    assert statuses(settings) == {"sent": 2}
+    recipients = sorted(r for m in sink.messages for r in m.recipients)
+    assert recipients == ["anna@xn--bcher-kva.example", "jörg@bücher.example"]
+
+
+def test_smtputf8_refused_by_a_relay_without_it(settings: Settings) -> None:
+    add(settings, "login-1", "jörg@example.de")
+    with harness(settings, smtputf8=False) as (h, _):
+        h.run()
+    row = query(settings, "SELECT status, last_error FROM email_outbox")[0]
+    assert row[0] == "failed"
+    assert "SMTPUTF8" in row[1]
+
+
+def test_relay_down_retries_then_delivers(settings: Settings) -> None:
+    login = add(settings, "login-1", "alice@example.com")
+    with harness(settings, started=False) as (h, sink):  # connection refused
+        h.relay.run_round()
+        h.delivery.deliver(h.groups.pop())
+        assert statuses(settings) == {"pending": 1}
+        with sink:
+            h.run()
+    rows = attempts(settings, login)
+    assert rows[0][1:3] == ("retry", "connect")
+    assert "refused" in rows[0][5]
+    assert rows[-1][1] == "sent"
+    assert len(sink.messages) == 1
+
+
+def test_slow_relay_times_out_without_blocking_forever(settings: Settings) -> None:
+    login = add(settings, "login-1", "slow@example.com")
+    settings = dataclasses.replace(settings, max_attempts=1)
+    with harness(settings, lambda a: Behaviour(delay=5)) as (h, _):
+        started = time.monotonic()
+        h.run()
+        took = time.monotonic() - started
+    assert took < 5
+    assert attempts(settings, login)[0][1:3] == ("uncertain", "final_reply")
+    assert "timeout" in attempts(settings, login)[0][5]
+
+
+def test_stopping_worker_hands_back_untried_rows(settings: Settings) -> None:
+    add_newsletter(settings, 10)
+    with harness(settings) as (h, sink):
+        h.relay.run_round()
+        h.delivery.stopping.set()
+        h.delivery.deliver(h.groups.pop(0))
+    assert len(sink.messages) == 0
+    assert statuses(settings) == {"pending": 10}
+    assert query(settings, "SELECT max(attempts) FROM email_outbox")[0][0] == 0

@@ -1,0 +1,190 @@
+from __future__ import annotations
+
+import dataclasses
+import threading
+import time
+from collections.abc import Sequence
+
+import psycopg
+import pytest
+import redis
+
+from jobs.publish import Publisher
+from jobs.queues import make_broker
+from outbox import enqueue
+from outbox.config import Settings
+from outbox.models import Priority
+from outbox.relay import Relay
+from tests.integration.helpers import LOGIN, add_newsletter, pool, query, statuses
+
+
+class Recorder:
+    def __init__(self, fail: bool = False) -> None:
+        self.published: list[tuple[Priority, list[int]]] = []
+        self.fail = fail
+        self.lock = threading.Lock()
+
+    def __call__(self, priority: Priority, groups: Sequence[Sequence[int]]) -> None:
+        if self.fail:
+            raise ConnectionError("broker away")
+        with self.lock:
+            self.published += [(priority, list(g)) for g in groups]
+
+    def ids(self) -> list[int]:
+        return [i for _, group in self.published for i in group]
+
+
+def add_login(settings: Settings, key: str = "login") -> int:
+    with psycopg.connect(settings.database_url) as conn:
+        result = enqueue(
+            conn, idempotency_key=key, to="a@example.com", template="login_code", params=LOGIN,
+            priority="high", settings=settings,
+        )  # fmt: skip
+        conn.commit()
+    return result.id
+
+
+def test_high_first_login_codes_alone_bulk_in_batches(settings: Settings) -> None:
+    settings = dataclasses.replace(settings, bulk_batch=10)
+    bulk = add_newsletter(settings, 35)
+    login = add_login(settings)
+    recorder = Recorder()
+    with pool(settings) as p:
+        relay = Relay(settings, p, recorder)
+        result = relay.run_round()
+    assert result.published == 36
+    assert recorder.published[0] == (Priority.HIGH, [login])
+    assert [len(g) for _, g in recorder.published[1:]] == [10, 10, 10, 5]
+    assert sorted(recorder.ids()) == sorted([*bulk, login])
+    assert statuses(settings) == {"queued": 36}
+    events = query(settings, "SELECT from_status, to_status, reason FROM email_event")
+    assert set(events) == {("pending", "queued", "published by relay")}
+
+
+def test_backpressure_keeps_only_a_window_in_flight(settings: Settings) -> None:
+    settings = dataclasses.replace(settings, max_in_flight=100, claim_batch=40)
+    add_newsletter(settings, 250)
+    recorder = Recorder()
+    with pool(settings) as p:
+        relay = Relay(settings, p, recorder)
+        for _ in range(10):
+            relay.run_round()
+        assert len(recorder.ids()) == 100
+        assert relay.run_round().saturated
+        # Workers finish 30 rows: room for 30 more.
+        query(settings, "UPDATE email_outbox SET status = 'sent' WHERE id IN "
+              "(SELECT id FROM email_outbox WHERE status = 'queued' LIMIT 30) RETURNING id")  # fmt: skip
+        relay.run_round()
+    assert len(recorder.ids()) == 130
+    assert statuses(settings) == {"queued": 100, "sent": 30, "pending": 120}
+
+
+def test_failed_publish_leaves_rows_pending(settings: Settings) -> None:
+    add_newsletter(settings, 20)
+    with pool(settings) as p, pytest.raises(ConnectionError):
+        Relay(settings, p, Recorder(fail=True)).run_round()
+    assert statuses(settings) == {"pending": 20}
+
+
+def test_rows_not_yet_due_wait(settings: Settings) -> None:
+    add_newsletter(settings, 5)
+    query(settings, "UPDATE email_outbox SET next_attempt_at = now() + interval '1 hour' "
+          "WHERE id <= 2 RETURNING id")  # fmt: skip
+    recorder = Recorder()
+    with pool(settings) as p:
+        Relay(settings, p, recorder).run_round()
+    assert sorted(recorder.ids()) == [3, 4, 5]
+
+
+def test_two_relays_racing_publish_each_row_once(settings: Settings) -> None:
+    settings = dataclasses.replace(settings, claim_batch=50, max_in_flight=100_000)
+    add_newsletter(settings, 3000)
+    recorder = Recorder()
+    with pool(settings) as p1, pool(settings) as p2:
+        relays = [Relay(settings, p1, recorder, name="r1"), Relay(settings, p2, recorder, name="r2")]
+
+        def drain(relay: Relay) -> None:
+            while relay.run_round().published:
+                pass
+
+        threads = [threading.Thread(target=drain, args=(r,)) for r in relays]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    ids = recorder.ids()
+    assert len(ids) == 3000
+    assert len(set(ids)) == 3000
+    by_relay = dict(query(settings, "SELECT locked_by, count(*) FROM email_outbox GROUP BY 1"))
+    assert set(by_relay) == {"r1", "r2"}  # both did real work
+
+
+def test_sweeper_returns_stuck_rows(settings: Settings) -> None:
+    settings = dataclasses.replace(settings, stuck_seconds=60, max_attempts=3)
+    add_newsletter(settings, 6)
+    query(settings, "UPDATE email_outbox SET status = 'queued', locked_by = 'r', locked_at = now() "
+          "- interval '2 minutes' WHERE id IN (1, 2) RETURNING id")  # fmt: skip
+    query(settings, "UPDATE email_outbox SET status = 'sending', locked_by = 'w', attempts = 1, "
+          "locked_at = now() - interval '2 minutes' WHERE id IN (3, 4) RETURNING id")  # fmt: skip
+    query(settings, "UPDATE email_outbox SET status = 'sending', locked_by = 'w', attempts = 3, "
+          "locked_at = now() - interval '2 minutes' WHERE id = 5 RETURNING id")  # fmt: skip
+    query(settings, "UPDATE email_outbox SET status = 'sending', locked_by = 'w', attempts = 1, "
+          "locked_at = now() WHERE id = 6 RETURNING id")  # fmt: skip
+    with pool(settings) as p:
+        swept = Relay(settings, p, Recorder()).sweep()
+    assert swept.requeued == 2
+    assert swept.uncertain == {"pending": 2, "dead": 1}
+    rows = dict(query(settings, "SELECT id, status FROM email_outbox"))
+    assert rows == {1: "pending", 2: "pending", 3: "pending", 4: "pending", 5: "dead", 6: "sending"}
+    attempts = query(settings, "SELECT outbox_id, verdict FROM email_attempt ORDER BY 1")
+    assert attempts == [(3, "uncertain"), (4, "uncertain"), (5, "uncertain")]
+    reasons = dict(query(settings, "SELECT outbox_id, reason FROM email_event WHERE to_status <> 'queued' "
+                         "AND to_status <> 'sending'"))  # fmt: skip
+    assert "queued without a worker" in reasons[1]
+    assert "never finished sending" in reasons[3]
+
+
+def test_sweeper_holds_abandoned_sends_when_asked(settings: Settings) -> None:
+    settings = dataclasses.replace(settings, stuck_seconds=1, on_uncertain="hold")
+    add_newsletter(settings, 1)
+    query(settings, "UPDATE email_outbox SET status = 'sending', locked_by = 'w', attempts = 1, "
+          "locked_at = now() - interval '1 minute' RETURNING id")  # fmt: skip
+    with pool(settings) as p:
+        assert Relay(settings, p, Recorder()).sweep().uncertain == {"held": 1}
+
+
+def test_real_broker_receives_the_messages(settings: Settings, redis_client: redis.Redis) -> None:
+    add_newsletter(settings, 30)
+    add_login(settings)
+    broker = make_broker(settings)
+    with pool(settings) as p:
+        Relay(settings, p, Publisher(broker)).run_round()
+    namespace = f"{settings.namespace}-dramatiq"
+    assert redis_client.hlen(f"{namespace}:email_high.msgs") == 1
+    assert redis_client.hlen(f"{namespace}:email_bulk.msgs") == 2  # 25 + 5 rows
+    broker.close()
+
+
+def test_run_loop_wakes_on_notify_and_stops(settings: Settings) -> None:
+    settings = dataclasses.replace(settings, poll_interval=30)  # only NOTIFY can wake it in time
+    recorder = Recorder()
+    stop = threading.Event()
+    with pool(settings) as p:
+        relay = Relay(settings, p, recorder)
+        thread = threading.Thread(target=relay.run, args=(stop,))
+        thread.start()
+        try:
+            time.sleep(0.5)  # the relay is now waiting on LISTEN
+            started = time.monotonic()
+            login = add_login(settings)
+            while login not in recorder.ids() and time.monotonic() - started < 5:
+                time.sleep(0.01)
+            latency = time.monotonic() - started
+        finally:
+            stop.set()
+            stop_requested = time.monotonic()
+            thread.join(timeout=40)
+    assert login in recorder.ids()
+    assert latency < 5  # far below the 30 s poll: the NOTIFY woke it
+    assert not thread.is_alive()
+    assert time.monotonic() - stop_requested < 5
