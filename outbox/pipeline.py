@@ -31,12 +31,13 @@ class Pipeline:
         return self
 
     def spawn(self, name: str, command: list[str]) -> subprocess.Popen[bytes]:
-        out = subprocess.DEVNULL
-        if self.log_dir is not None:
-            out = open(self.log_dir / f"{name}.log", "ab")  # noqa: SIM115 - owned by the child
         env = {**os.environ, **self.env}
-        # Own process group: a signal to it reaches the dramatiq master and its children.
-        proc = subprocess.Popen(command, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+        log_path = self.log_dir / f"{name}.log" if self.log_dir else Path(os.devnull)
+        with log_path.open("ab") as out:  # the child keeps its own copy of the descriptor
+            # Own process group: a signal to it reaches the dramatiq master and its children.
+            proc = subprocess.Popen(
+                command, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+            )
         self.procs[name] = proc
         return proc
 

@@ -94,14 +94,9 @@ class SmtpSink:
         self.port = port or _free_port(host)
         self.messages: list[Received] = []
         self.refused = 0
+        self.smtputf8 = smtputf8
         self._lock = threading.Lock()
-        self._controller = Controller(
-            _Handler(self),
-            hostname=host,
-            port=self.port,
-            enable_SMTPUTF8=smtputf8,
-            ready_timeout=10,
-        )
+        self._controller: Controller | None = None
 
     @property
     def url(self) -> str:
@@ -117,11 +112,21 @@ class SmtpSink:
             return [m.message_id for m in self.messages]
 
     def start(self) -> SmtpSink:
+        self._controller = Controller(
+            _Handler(self),
+            hostname=self.host,
+            port=self.port,
+            enable_SMTPUTF8=self.smtputf8,
+            ready_timeout=10,
+        )
         self._controller.start()
         return self
 
     def stop(self) -> None:
-        self._controller.stop()
+        if self._controller is not None:
+            self._controller.stop()
+            self._controller.loop.close()
+            self._controller = None
 
     def __enter__(self) -> SmtpSink:
         return self.start()

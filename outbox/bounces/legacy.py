@@ -82,6 +82,9 @@ _DELAY_BODY = re.compile(
 )
 
 
+_RULE = re.compile(r"^[\s\W_]*$")
+
+
 @dataclass
 class Anchor:
     address: str
@@ -110,6 +113,27 @@ def informative(text: str) -> bool:
         reasons.first_match(table, text)
         for table in (reasons.SPECIFIC_SOFT, reasons.HARD, reasons.GENERIC_SOFT)
     )
+
+
+def summary(text: str) -> str | None:
+    """The most telling line of a notice: one quoting a reply code, else one naming a
+    recognisable reason.  Used to show something useful when the text near the
+    address says nothing."""
+    fallback = None
+    for line in text.split("\n"):
+        stripped = line.strip()
+        if not stripped or _HEADER_LINE.match(stripped):
+            continue
+        coded = bool(status.find_all(stripped) or status.find_reply_code(stripped) is not None)
+        named = any(
+            reasons.first_match(table, stripped)
+            for table in (reasons.SPECIFIC_SOFT, reasons.HARD, reasons.GENERIC_SOFT)
+        )
+        if coded and named:
+            return stripped
+        if named and fallback is None:
+            fallback = stripped
+    return fallback
 
 
 def _anchor_of(line: str, index: int) -> Anchor | None:
@@ -155,7 +179,9 @@ def block_text(lines: list[str], anchor: Anchor, stop: int) -> str:
     text = " ".join(part for part in own if part).strip()
     if informative(text):
         return text
-    following = [ln.strip() for ln in lines[anchor.line + 1 : stop] if ln.strip()]
+    following = [
+        ln.strip() for ln in lines[anchor.line + 1 : stop] if ln.strip() and not _RULE.match(ln)
+    ]
     return " ".join([text, *following]).strip()
 
 

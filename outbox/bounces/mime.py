@@ -166,6 +166,10 @@ def dsn_part_text(part: Message) -> str:
     return part_text(part)
 
 
+def _has_identity(msg: Message) -> bool:
+    return any(msg.get(name) for name in ("Message-ID", "From", "To"))
+
+
 def returned_headers(msg: Message) -> Message | None:
     """Headers of the returned original message, from message/rfc822 or rfc822-headers."""
     for part in msg.walk():
@@ -174,6 +178,16 @@ def returned_headers(msg: Message) -> Message | None:
             payload = part.get_payload()
             if isinstance(payload, list) and payload and isinstance(payload[0], Message):
                 inner: Message = payload[0]
+                if not _has_identity(inner):
+                    # Some MTAs wrap the returned headers as the *body* of the part.
+                    body = inner.get_payload()
+                    nested = (
+                        load(body.lstrip().encode("utf-8", "replace"))
+                        if isinstance(body, str)
+                        else None
+                    )
+                    if nested is not None and _has_identity(nested):
+                        return nested
                 if inner.keys():
                     return inner
         elif ctype in ("text/rfc822-headers", "message/rfc822-headers"):

@@ -209,6 +209,12 @@ def _short(text: str | None) -> str | None:
     return collapsed[:_MAX_DIAGNOSTIC] or None
 
 
+def _display_diagnostic(failure: Failure) -> str | None:
+    if legacy.informative(failure.diagnostic):
+        return _short(failure.diagnostic)
+    return _short(legacy.summary(failure.context)) or _short(failure.diagnostic)
+
+
 def _results(ctx: _Context, failures: list[Failure]) -> list[BounceResult]:
     results: list[BounceResult] = []
     for failure in failures:
@@ -222,7 +228,7 @@ def _results(ctx: _Context, failures: list[Failure]) -> list[BounceResult]:
                 klass=verdict.klass,
                 recipient=failure.recipient,
                 status=verdict.status,
-                diagnostic=_short(failure.diagnostic) or _short(failure.context[:300]),
+                diagnostic=_display_diagnostic(failure),
                 original_message_id=ctx.original_id,
                 reporting_mta=failure.reporting_mta,
                 reason=verdict.reason,

@@ -101,7 +101,6 @@ SPECIFIC_SOFT: Table = (
             r"listed (?:at|in|on|by) ",
             r"\bbanned\b",
             r"access denied",
-            r"connection refused by",
             r"may not be (?:a )?mail exchanger",
             r"too many errors",
             r"forbidden by",
@@ -386,6 +385,7 @@ GENERIC_SOFT: Table = (
 
 
 def first_match(table: Table, text: str) -> str | None:
+    """The first reason of ``table`` (most specific first) whose wording occurs."""
     for reason, pattern in table:
         if pattern.search(text):
             return reason

@@ -48,12 +48,12 @@ def _load(text: str) -> dict[str, Any] | None:
 def _message_id(mail: Any) -> str | None:
     if not isinstance(mail, dict):
         return None
-    common = mail.get("commonHeaders")
-    if isinstance(common, dict) and isinstance(common.get("messageId"), str):
-        return str(common["messageId"])
     for item in mail.get("headers") or []:
         if isinstance(item, dict) and str(item.get("name", "")).lower() == "message-id":
             return str(item.get("value"))
+    common = mail.get("commonHeaders")
+    if isinstance(common, dict) and "@" in str(common.get("messageId", "")):
+        return str(common["messageId"])
     return None
 
 

@@ -1,0 +1,63 @@
+"""The Procfile's processes as child processes, end to end."""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from pathlib import Path
+
+import psycopg
+
+from outbox import enqueue
+from outbox.config import Settings
+from outbox.pipeline import Pipeline
+from outbox.sink import SmtpSink
+from tests.integration.helpers import LOGIN, add_newsletter, query, statuses, wait_until
+
+
+def env_for(settings: Settings, sink: SmtpSink) -> dict[str, str]:
+    return {**dataclasses.replace(settings, smtp_url=sink.url).to_env(), "OUTBOX_LOG_LEVEL": "INFO"}
+
+
+def test_end_to_end_through_relay_and_worker_processes(settings: Settings, tmp_path: Path) -> None:
+    add_newsletter(settings, 300)
+    with SmtpSink() as sink, Pipeline(env_for(settings, sink), log_dir=tmp_path):
+        wait_until(lambda: statuses(settings) == {"sent": 300}, timeout=60)
+    ids = sink.message_ids()
+    assert len(ids) == 300
+    assert set(ids) == {r[0] for r in query(settings, "SELECT message_id FROM email_outbox")}
+
+
+def test_two_relays_and_two_worker_processes_send_each_row_once(settings: Settings, tmp_path: Path) -> None:
+    add_newsletter(settings, 2000)
+    # A small window keeps both relays claiming for the whole run.
+    settings = dataclasses.replace(settings, claim_batch=50, bulk_batch=10, max_in_flight=150)
+    with SmtpSink() as sink, Pipeline(
+        env_for(settings, sink), relays=2, high=(0, 0), bulk=(2, 4), log_dir=tmp_path
+    ):
+        wait_until(lambda: statuses(settings) == {"sent": 2000}, timeout=120)
+    ids = sink.message_ids()
+    assert len(ids) == 2000
+    assert len(set(ids)) == 2000
+    relays = {r[0] for r in query(settings, "SELECT actor FROM email_event WHERE to_status = 'queued'")}
+    workers = {r[0] for r in query(settings, "SELECT DISTINCT split_part(worker, ':', 2) FROM email_attempt")}
+    assert len(relays) == 2  # both relays published
+    assert len(workers) == 2  # both worker processes sent
+    assert query(settings, "SELECT count(*) FROM email_attempt")[0][0] == 2000
+
+
+def test_login_code_overtakes_a_bulk_backlog(settings: Settings, tmp_path: Path) -> None:
+    add_newsletter(settings, 10_000)
+    with SmtpSink() as sink, Pipeline(env_for(settings, sink), high=(1, 2), bulk=(1, 8), log_dir=tmp_path):
+        wait_until(lambda: len(sink.messages) >= 200, timeout=60)  # the backlog is draining
+        with psycopg.connect(settings.database_url) as conn:
+            login = enqueue(conn, idempotency_key="login", to="alice@example.com", template="login_code",
+                            params=LOGIN, priority="high", settings=settings)  # fmt: skip
+            conn.commit()
+        committed = time.monotonic()
+        wait_until(lambda: login.message_id in sink.message_ids(), timeout=30, interval=0.01)
+        arrived = next(m.at for m in sink.messages if m.message_id == login.message_id)
+        bulk_left = query(settings, "SELECT count(*) FROM email_outbox WHERE status <> 'sent'")[0][0]
+    latency = arrived - committed
+    assert bulk_left > 1000  # it did not wait for the newsletter
+    assert latency < 5, latency  # behaviour, not a benchmark: seconds, not a queue's worth
