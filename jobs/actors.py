@@ -43,16 +43,19 @@ def delivery() -> Delivery:
 
 
 # No max_retries: the Retries middleware is removed (jobs.queues), the row owns retries.
-_OPTIONS = {
-    "time_limit": int(default_settings().stuck_seconds * 1000),
-}
+# The time limit is a last resort; delivery stops a batch at half the sweeper's threshold.
+_TIME_LIMIT_MS = int(default_settings().stuck_seconds * 1000)
 
 
-@dramatiq.actor(queue_name=queue_name(Priority.HIGH), actor_name="deliver_high", **_OPTIONS)
+@dramatiq.actor(
+    queue_name=queue_name(Priority.HIGH), actor_name="deliver_high", time_limit=_TIME_LIMIT_MS
+)
 def deliver_high(ids: list[int]) -> None:
     delivery().deliver(ids)
 
 
-@dramatiq.actor(queue_name=queue_name(Priority.BULK), actor_name="deliver_bulk", **_OPTIONS)
+@dramatiq.actor(
+    queue_name=queue_name(Priority.BULK), actor_name="deliver_bulk", time_limit=_TIME_LIMIT_MS
+)
 def deliver_bulk(ids: list[int]) -> None:
     delivery().deliver(ids)

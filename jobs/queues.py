@@ -15,7 +15,9 @@ def queue_name(priority: Priority) -> str:
 
 
 def make_broker(settings: Settings) -> RedisBroker:
-    broker = RedisBroker(url=settings.redis_url, namespace=f"{settings.namespace}-dramatiq")
+    broker = RedisBroker(  # type: ignore[no-untyped-call]
+        url=settings.redis_url, namespace=f"{settings.namespace}-dramatiq"
+    )
     # The outbox row owns retries and age limits: a retry scheduled in Redis
     # would vanish with a Redis restart, one in Postgres does not.
     for middleware in list(broker.middleware):

@@ -156,7 +156,9 @@ def cmd_show(settings: Settings, args: argparse.Namespace) -> int:
     print("status changes:")
     print(f"  {row['created_at']:%Y-%m-%d %H:%M:%S} -> pending (enqueued)")
     for e in events:
-        print(f"  {e['at']:%Y-%m-%d %H:%M:%S} {e['from_status']} -> {e['to_status']} ({e['reason']})")
+        print(
+            f"  {e['at']:%Y-%m-%d %H:%M:%S} {e['from_status']} -> {e['to_status']} ({e['reason']})"
+        )
     return 0
 
 

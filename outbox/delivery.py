@@ -67,14 +67,18 @@ class Delivery:
         with self.pool.connection() as conn:
             rows = store.take_for_sending(conn, ids, worker)
         if len(rows) < len(ids):
-            log.info("skipped %d of %d rows already taken or finished", len(ids) - len(rows), len(ids))
+            log.info(
+                "skipped %d of %d rows already taken or finished", len(ids) - len(rows), len(ids)
+            )
         # Stop well before the sweeper would call a row abandoned.
         deadline = time.monotonic() + self.settings.stuck_seconds / 2
         records: list[store.AttemptRecord] = []
         for index, row in enumerate(rows):
             if self.stopping.is_set() or time.monotonic() > deadline:
                 left = [r.id for r in rows[index:]]
-                self._release(left, worker, "worker stopping" if self.stopping.is_set() else "batch deadline")
+                self._release(
+                    left, worker, "worker stopping" if self.stopping.is_set() else "batch deadline"
+                )
                 break
             records.append(self._attempt(row))
         if records:

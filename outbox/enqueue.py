@@ -64,7 +64,14 @@ def enqueue(
     and writes nothing.
     """
     settings = settings or default_settings()
-    row = _validated(settings, idempotency_key, to, template, params, priority)
+    row = _validated(
+        settings,
+        key=idempotency_key,
+        to=to,
+        template_name=template,
+        params=params,
+        priority=priority,
+    )
     result = store.insert_message(conn, **dataclasses.asdict(row))
     if result.content_hash != row.content_hash:
         raise IdempotencyConflict(
@@ -93,11 +100,11 @@ def enqueue_many(
         try:
             row = _validated(
                 settings,
-                email.get("idempotency_key"),
-                email.get("to"),
-                email.get("template"),
-                email.get("params"),
-                email.get("priority", "bulk"),
+                key=email.get("idempotency_key"),
+                to=email.get("to"),
+                template_name=email.get("template"),
+                params=email.get("params"),
+                priority=email.get("priority", "bulk"),
             )
         except InvalidMessage as exc:
             raise type(exc)(f"email #{index}: {exc}") from None
@@ -124,6 +131,7 @@ def enqueue_many(
 
 def _validated(
     settings: Settings,
+    *,
     key: object,
     to: object,
     template_name: object,

@@ -14,7 +14,7 @@
     │   └── IdempotencyConflict  the key exists with different content
     ├── StoreError               the database failed (the psycopg error is the __cause__)
     ├── TemplateError            a template could not be rendered
-    └── TransportError           a transport is misconfigured (not a send failure: those are replies)
+    └── TransportError           a transport is misconfigured (a refused send is a reply)
 
 An SMTP rejection is not an exception: the transport returns a reply and
 :func:`outbox.classify.classify` decides what it means.

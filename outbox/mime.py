@@ -87,7 +87,9 @@ def encode_header_value(name: str, value: str, *, address: bool = False) -> str:
 
 def _is_plain(name: str, value: str) -> bool:
     return (
-        len(name) + len(value) <= 76 and _PLAIN_HEADER.fullmatch(value) is not None and "=?" not in value
+        len(name) + len(value) <= 76
+        and _PLAIN_HEADER.fullmatch(value) is not None
+        and "=?" not in value
     )
 
 
@@ -117,4 +119,3 @@ def _part(content_type: str, body: str) -> tuple[list[tuple[str, str]], bytes]:
 
 def _headers(pairs: list[tuple[str, str]]) -> bytes:
     return "".join(f"{name}: {value}\r\n" for name, value in pairs).encode("utf-8")
-

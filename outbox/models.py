@@ -52,9 +52,7 @@ class Stage(StrEnum):
         return self in _SESSION_STAGES
 
 
-_SESSION_STAGES = frozenset(
-    {Stage.CONNECT, Stage.GREETING, Stage.EHLO, Stage.STARTTLS, Stage.AUTH}
-)
+_SESSION_STAGES = frozenset({Stage.CONNECT, Stage.GREETING, Stage.EHLO, Stage.STARTTLS, Stage.AUTH})
 
 
 @dataclass(frozen=True, slots=True)

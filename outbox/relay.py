@@ -117,7 +117,10 @@ class Relay:
             if room <= 0:
                 return 0, True
             ids = store.claim_due(
-                conn, priority=priority.value, limit=min(room, settings.claim_batch), relay=self.name
+                conn,
+                priority=priority.value,
+                limit=min(room, settings.claim_batch),
+                relay=self.name,
             )
             if ids:
                 self.publish(priority, _group(ids, priority, settings.bulk_batch))

@@ -87,8 +87,8 @@ class TemplateSet:
             text = self._text_env.get_template(f"{name}/body.txt")
             has_html = (self.directory / name / "body.html").is_file()
             html = self._html_env.get_template(f"{name}/body.html") if has_html else None
-            variables = set()
-            subject_variables = frozenset()
+            variables: set[str] = set()
+            subject_variables: frozenset[str] = frozenset()
             for file in _FILES:
                 path = self.directory / name / file
                 if path.is_file():

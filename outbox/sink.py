@@ -47,7 +47,7 @@ class _Handler:
     def __init__(self, sink: SmtpSink) -> None:
         self.sink = sink
 
-    async def handle_RCPT(  # noqa: N802 - aiosmtpd's hook name
+    async def handle_RCPT(
         self, server: Any, session: Any, envelope: Any, address: str, options: list[str]
     ) -> str:
         # Decided once per transaction: the DATA stage follows the same behaviour.
@@ -58,7 +58,7 @@ class _Handler:
         envelope.rcpt_tos.append(address)
         return "250 2.1.5 OK"
 
-    async def handle_DATA(self, server: Any, session: Any, envelope: Any) -> str:  # noqa: N802
+    async def handle_DATA(self, server: Any, session: Any, envelope: Any) -> str:
         data: bytes = envelope.original_content or envelope.content
         behaviour: Behaviour = getattr(envelope, "behaviour", ACCEPT)
         if behaviour.delay:
@@ -67,7 +67,9 @@ class _Handler:
             self.sink.refused += 1
             return behaviour.data_reply
         headers = BytesHeaderParser().parsebytes(data)
-        received = Received(envelope.mail_from, list(envelope.rcpt_tos), headers["Message-ID"], data)
+        received = Received(
+            envelope.mail_from, list(envelope.rcpt_tos), headers["Message-ID"], data
+        )
         queue_id = self.sink.record(received)
         if behaviour.drop_after_data:
             # Gone without a word: aiosmtpd cancels this handler when the

@@ -26,6 +26,7 @@ from outbox.models import Priority
 from outbox.render import Template
 
 MAX_KEY_LENGTH = 255
+_PRIORITIES = frozenset(p.value for p in Priority)
 _JSON_OPTIONS = (
     orjson.OPT_SORT_KEYS
     | orjson.OPT_PASSTHROUGH_DATETIME
@@ -49,10 +50,9 @@ def check_key(key: object) -> str:
 
 
 def check_priority(priority: object) -> Priority:
-    try:
+    if isinstance(priority, str) and priority in _PRIORITIES:
         return Priority(priority)
-    except ValueError:
-        raise InvalidParams(f"priority must be 'high' or 'bulk', not {priority!r}") from None
+    raise InvalidParams(f"priority must be 'high' or 'bulk', not {priority!r}")
 
 
 def normalize_address(address: object) -> str:
@@ -116,7 +116,9 @@ def dump_params(params: object, *, max_bytes: int) -> str:
 def check_params_for(template: Template, params: dict[str, Any]) -> None:
     missing = template.variables - params.keys()
     if missing:
-        raise MissingParams(f"template {template.name!r} needs params: {', '.join(sorted(missing))}")
+        raise MissingParams(
+            f"template {template.name!r} needs params: {', '.join(sorted(missing))}"
+        )
     for name in template.subject_variables:
         if _has_header_breaker(params[name]):
             raise HeaderInjection(f"param {name!r} reaches the Subject and contains CR, LF or NUL")

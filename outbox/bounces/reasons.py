@@ -142,7 +142,7 @@ SPECIFIC_SOFT: Table = (
         _rx(
             r"mail ?box\b[^.]{0,30}\b(?:full|quota|exceed|storage|size limit)",
             r"(?:over|exceed(?:ed|s|ing)?)(?: (?:the|its|his|her|their|your))?"
-            r" (?:disk |storage |mail )?quota",
+            r" (?:allowed |disk |storage |mail )?quota",
             r"quota (?:exceeded|full|violation|limit|reached)",
             r"\bdisk quota",
             r"insufficient (?:disk |storage |system )?(?:space|storage)",

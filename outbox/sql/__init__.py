@@ -16,7 +16,9 @@ def parse_queries(text: str) -> dict[str, LiteralString]:
     names, bodies = parts[1::2], parts[2::2]
     if len(set(names)) != len(names):
         raise ValueError("duplicate query name in queries.sql")
-    return {name: cast(LiteralString, body.strip()) for name, body in zip(names, bodies, strict=True)}
+    return {
+        name: cast(LiteralString, body.strip()) for name, body in zip(names, bodies, strict=True)
+    }
 
 
 def migrations() -> list[tuple[int, str, str]]:

@@ -105,11 +105,17 @@ class SmtpTransport:
     def _open(self) -> smtplib.SMTP:
         config = self.config
         context = ssl.create_default_context()
-        smtp_class = smtplib.SMTP_SSL if config.implicit_tls else smtplib.SMTP
-        kwargs = {"context": context} if config.implicit_tls else {}
-        smtp = smtp_class(
-            local_hostname=config.local_hostname, timeout=config.connect_timeout, **kwargs
-        )
+        smtp: smtplib.SMTP
+        if config.implicit_tls:
+            smtp = smtplib.SMTP_SSL(
+                local_hostname=config.local_hostname,
+                timeout=config.connect_timeout,
+                context=context,
+            )
+        else:
+            smtp = smtplib.SMTP(
+                local_hostname=config.local_hostname, timeout=config.connect_timeout
+            )
         try:
             code, text = _with_stage(Stage.CONNECT, smtp.connect, config.host, config.port)
             if code != 220:

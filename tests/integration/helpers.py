@@ -17,12 +17,19 @@ NEWS = {"name": "R", "title": "News", "intro": "Hi", "url": "https://x.example"}
 LOGIN = {"name": "Alice", "code": "123456", "product": "Shop", "minutes": 10}
 
 
-def add_newsletter(settings: Settings, n: int, *, prefix: str = "nl", domain: str = "example.com") -> list[int]:
+def add_newsletter(
+    settings: Settings, n: int, *, prefix: str = "nl", domain: str = "example.com"
+) -> list[int]:
     with psycopg.connect(settings.database_url) as conn:
         results = enqueue_many(
             conn,
             (
-                {"idempotency_key": f"{prefix}-{i}", "to": f"r{i}@{domain}", "template": "newsletter", "params": NEWS}
+                {
+                    "idempotency_key": f"{prefix}-{i}",
+                    "to": f"r{i}@{domain}",
+                    "template": "newsletter",
+                    "params": NEWS,
+                }
                 for i in range(n)
             ),
             settings=settings,
@@ -43,7 +50,7 @@ def query(settings: Settings, sql: str, *args: Any) -> list[tuple[Any, ...]]:
 
 
 def statuses(settings: Settings) -> dict[str, int]:
-    return {s: n for s, n in query(settings, "SELECT status, count(*) FROM email_outbox GROUP BY 1")}
+    return dict(query(settings, "SELECT status, count(*) FROM email_outbox GROUP BY 1"))
 
 
 def wait_until(check: Callable[[], bool], timeout: float = 30.0, interval: float = 0.1) -> None:

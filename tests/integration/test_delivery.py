@@ -28,7 +28,9 @@ class Harness:
     def __init__(self, settings: Settings, sink_url: str, p: Any) -> None:
         self.groups: list[list[int]] = []
         self.relay = Relay(settings, p, self._publish)
-        transport = SmtpTransport(SmtpConfig.from_url(sink_url, command_timeout=2, connect_timeout=2))
+        transport = SmtpTransport(
+            SmtpConfig.from_url(sink_url, command_timeout=2, connect_timeout=2)
+        )
         self.delivery = Delivery(settings, p, transport, rand=lambda: 1.0)
         self.settings = settings
 
@@ -73,8 +75,15 @@ def harness(
 
 def add(settings: Settings, key: str, to: str, priority: str = "high") -> int:
     with psycopg.connect(settings.database_url) as conn:
-        result = enqueue(conn, idempotency_key=key, to=to, template="login_code", params=LOGIN,
-                         priority=priority, settings=settings)  # fmt: skip
+        result = enqueue(
+            conn,
+            idempotency_key=key,
+            to=to,
+            template="login_code",
+            params=LOGIN,
+            priority=priority,
+            settings=settings,
+        )
         conn.commit()
     return result.id
 
@@ -82,8 +91,8 @@ def add(settings: Settings, key: str, to: str, priority: str = "high") -> int:
 def attempts(settings: Settings, outbox_id: int) -> list[tuple[Any, ...]]:
     return query(
         settings,
-        "SELECT attempt, verdict, stage, reply_code, enhanced_status, reply_text FROM email_attempt "
-        "WHERE outbox_id = %s ORDER BY id",
+        "SELECT attempt, verdict, stage, reply_code, enhanced_status, reply_text"
+        " FROM email_attempt WHERE outbox_id = %s ORDER BY id",
         outbox_id,
     )
 
@@ -104,7 +113,11 @@ def test_delivered_with_stored_message_id_and_relay_queue_id(settings: Settings)
     bulk_message = next(m for m in sink.messages if m.recipients == ["r0@example.com"])
     assert b"Auto-Submitted" not in bulk_message.data
     assert attempts(settings, login)[0][:4] == (1, "sent", "final_reply", 250)
-    events = query(settings, "SELECT from_status, to_status FROM email_event WHERE outbox_id = %s ORDER BY id", ids[0])
+    events = query(
+        settings,
+        "SELECT from_status, to_status FROM email_event WHERE outbox_id = %s ORDER BY id",
+        ids[0],
+    )
     assert events == [("pending", "queued"), ("queued", "sending"), ("sending", "sent")]
 
 
@@ -113,7 +126,9 @@ def test_greylisting_then_success(settings: Settings) -> None:
 
     def greylist_once(address: str) -> Behaviour:
         if next(tries) == 0:
-            return Behaviour(rcpt_reply="450 4.7.1 <a@example.com>: Recipient address rejected: Greylisted")
+            return Behaviour(
+                rcpt_reply="450 4.7.1 <a@example.com>: Recipient address rejected: Greylisted"
+            )
         return ACCEPT
 
     login = add(settings, "login-1", "alice@example.com")
@@ -136,7 +151,9 @@ def test_5yz_fails_at_once_with_the_reply(settings: Settings) -> None:
     login = add(settings, "login-1", "nobody@example.com")
     with harness(settings, lambda a: Behaviour(rcpt_reply=unknown)) as (h, sink):
         h.run()
-    row = query(settings, "SELECT status, attempts, last_error, failed_at IS NOT NULL FROM email_outbox")[0]
+    row = query(
+        settings, "SELECT status, attempts, last_error, failed_at IS NOT NULL FROM email_outbox"
+    )[0]
     assert row[:2] == ("failed", 1)
     assert "User unknown" in row[2]
     assert row[3]
@@ -146,7 +163,9 @@ def test_5yz_fails_at_once_with_the_reply(settings: Settings) -> None:
 
 def test_5yz_after_data_fails_too(settings: Settings) -> None:
     add(settings, "login-1", "spam@example.com")
-    with harness(settings, lambda a: Behaviour(data_reply="554 5.7.1 Message rejected as spam")) as (h, _):
+    with harness(
+        settings, lambda a: Behaviour(data_reply="554 5.7.1 Message rejected as spam")
+    ) as (h, _):
         h.run()
     assert statuses(settings) == {"failed": 1}
 

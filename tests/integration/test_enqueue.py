@@ -22,12 +22,21 @@ def count(settings: Settings) -> int:
         return int(row[0])
 
 
-def login(conn: psycopg.Connection[Any], settings: Settings, key: str = "login-1", **kw: Any) -> Any:
-    args = {"to": "alice@example.com", "template": "login_code", "params": LOGIN, "priority": "high"}
+def login(
+    conn: psycopg.Connection[Any], settings: Settings, key: str = "login-1", **kw: Any
+) -> Any:
+    args = {
+        "to": "alice@example.com",
+        "template": "login_code",
+        "params": LOGIN,
+        "priority": "high",
+    }
     return enqueue(conn, idempotency_key=key, settings=settings, **{**args, **kw})
 
 
-def test_enqueue_is_part_of_the_callers_transaction(conn: psycopg.Connection[Any], settings: Settings) -> None:
+def test_enqueue_is_part_of_the_callers_transaction(
+    conn: psycopg.Connection[Any], settings: Settings
+) -> None:
     result = login(conn, settings)
     assert result.created
     assert result.message_id == message_id("login-1", settings.message_id_domain)
@@ -62,7 +71,9 @@ def test_same_key_is_enqueued_once(conn: psycopg.Connection[Any], settings: Sett
     assert count(settings) == 1
 
 
-def test_same_key_other_content_is_a_conflict(conn: psycopg.Connection[Any], settings: Settings) -> None:
+def test_same_key_other_content_is_a_conflict(
+    conn: psycopg.Connection[Any], settings: Settings
+) -> None:
     login(conn, settings)
     conn.commit()
     with pytest.raises(IdempotencyConflict, match="login-1"):
@@ -82,7 +93,8 @@ def test_concurrent_transactions_with_one_key(settings: Settings) -> None:
         second = login(b, settings)
         b.commit()
         timer.join()
-    assert first.created and not second.created
+    assert first.created
+    assert not second.created
     assert first.id == second.id
     assert count(settings) == 1
 
@@ -96,7 +108,10 @@ def test_concurrent_transactions_with_one_key(settings: Settings) -> None:
     ],
 )
 def test_bad_input_writes_nothing(
-    conn: psycopg.Connection[Any], settings: Settings, kwargs: dict[str, Any], error: type[Exception]
+    conn: psycopg.Connection[Any],
+    settings: Settings,
+    kwargs: dict[str, Any],
+    error: type[Exception],
 ) -> None:
     with pytest.raises(error):
         login(conn, settings, **kwargs)
@@ -104,7 +119,9 @@ def test_bad_input_writes_nothing(
     assert count(settings) == 0
 
 
-def test_notify_wakes_listeners_at_commit(conn: psycopg.Connection[Any], settings: Settings) -> None:
+def test_notify_wakes_listeners_at_commit(
+    conn: psycopg.Connection[Any], settings: Settings
+) -> None:
     with psycopg.connect(settings.database_url, autocommit=True) as listener:
         listener.execute("LISTEN outbox_due")
         login(conn, settings)
@@ -116,7 +133,12 @@ def test_notify_wakes_listeners_at_commit(conn: psycopg.Connection[Any], setting
 
 def newsletter(n: int, start: int = 0) -> list[dict[str, Any]]:
     return [
-        {"idempotency_key": f"nl-{i}", "to": f"r{i}@example.com", "template": "newsletter", "params": NEWS}
+        {
+            "idempotency_key": f"nl-{i}",
+            "to": f"r{i}@example.com",
+            "template": "newsletter",
+            "params": NEWS,
+        }
         for i in range(start, start + n)
     ]
 
@@ -148,7 +170,9 @@ def test_enqueue_many_is_all_or_nothing(conn: psycopg.Connection[Any], settings:
     assert count(settings) == 0
 
 
-def test_enqueue_many_refuses_changed_content(conn: psycopg.Connection[Any], settings: Settings) -> None:
+def test_enqueue_many_refuses_changed_content(
+    conn: psycopg.Connection[Any], settings: Settings
+) -> None:
     enqueue_many(conn, newsletter(10), settings=settings)
     conn.commit()
     rows = newsletter(20)
@@ -159,7 +183,9 @@ def test_enqueue_many_refuses_changed_content(conn: psycopg.Connection[Any], set
     assert count(settings) == 10
 
 
-def test_enqueue_many_twice_in_one_transaction(conn: psycopg.Connection[Any], settings: Settings) -> None:
+def test_enqueue_many_twice_in_one_transaction(
+    conn: psycopg.Connection[Any], settings: Settings
+) -> None:
     enqueue_many(conn, newsletter(5), settings=settings)
     enqueue_many(conn, newsletter(5, start=5), settings=settings)
     conn.commit()

@@ -28,19 +28,27 @@ def test_end_to_end_through_relay_and_worker_processes(settings: Settings, tmp_p
     assert set(ids) == {r[0] for r in query(settings, "SELECT message_id FROM email_outbox")}
 
 
-def test_two_relays_and_two_worker_processes_send_each_row_once(settings: Settings, tmp_path: Path) -> None:
+def test_two_relays_and_two_worker_processes_send_each_row_once(
+    settings: Settings, tmp_path: Path
+) -> None:
     add_newsletter(settings, 2000)
     # A small window keeps both relays claiming for the whole run.
     settings = dataclasses.replace(settings, claim_batch=50, bulk_batch=10, max_in_flight=150)
-    with SmtpSink() as sink, Pipeline(
-        env_for(settings, sink), relays=2, high=(0, 0), bulk=(2, 4), log_dir=tmp_path
+    with (
+        SmtpSink() as sink,
+        Pipeline(env_for(settings, sink), relays=2, high=(0, 0), bulk=(2, 4), log_dir=tmp_path),
     ):
         wait_until(lambda: statuses(settings) == {"sent": 2000}, timeout=120)
     ids = sink.message_ids()
     assert len(ids) == 2000
     assert len(set(ids)) == 2000
-    relays = {r[0] for r in query(settings, "SELECT actor FROM email_event WHERE to_status = 'queued'")}
-    workers = {r[0] for r in query(settings, "SELECT DISTINCT split_part(worker, ':', 2) FROM email_attempt")}
+    relays = {
+        r[0] for r in query(settings, "SELECT actor FROM email_event WHERE to_status = 'queued'")
+    }
+    workers = {
+        r[0]
+        for r in query(settings, "SELECT DISTINCT split_part(worker, ':', 2) FROM email_attempt")
+    }
     assert len(relays) == 2  # both relays published
     assert len(workers) == 2  # both worker processes sent
     assert query(settings, "SELECT count(*) FROM email_attempt")[0][0] == 2000
@@ -48,16 +56,28 @@ def test_two_relays_and_two_worker_processes_send_each_row_once(settings: Settin
 
 def test_login_code_overtakes_a_bulk_backlog(settings: Settings, tmp_path: Path) -> None:
     add_newsletter(settings, 10_000)
-    with SmtpSink() as sink, Pipeline(env_for(settings, sink), high=(1, 2), bulk=(1, 8), log_dir=tmp_path):
+    with (
+        SmtpSink() as sink,
+        Pipeline(env_for(settings, sink), high=(1, 2), bulk=(1, 8), log_dir=tmp_path),
+    ):
         wait_until(lambda: len(sink.messages) >= 200, timeout=60)  # the backlog is draining
         with psycopg.connect(settings.database_url) as conn:
-            login = enqueue(conn, idempotency_key="login", to="alice@example.com", template="login_code",
-                            params=LOGIN, priority="high", settings=settings)  # fmt: skip
+            login = enqueue(
+                conn,
+                idempotency_key="login",
+                to="alice@example.com",
+                template="login_code",
+                params=LOGIN,
+                priority="high",
+                settings=settings,
+            )
             conn.commit()
         committed = time.monotonic()
         wait_until(lambda: login.message_id in sink.message_ids(), timeout=30, interval=0.01)
         arrived = next(m.at for m in sink.messages if m.message_id == login.message_id)
-        bulk_left = query(settings, "SELECT count(*) FROM email_outbox WHERE status <> 'sent'")[0][0]
+        bulk_left = query(settings, "SELECT count(*) FROM email_outbox WHERE status <> 'sent'")[0][
+            0
+        ]
     latency = arrived - committed
     assert bulk_left > 1000  # it did not wait for the newsletter
     assert latency < 5, latency  # behaviour, not a benchmark: seconds, not a queue's worth

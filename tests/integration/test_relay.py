@@ -37,9 +37,14 @@ class Recorder:
 def add_login(settings: Settings, key: str = "login") -> int:
     with psycopg.connect(settings.database_url) as conn:
         result = enqueue(
-            conn, idempotency_key=key, to="a@example.com", template="login_code", params=LOGIN,
-            priority="high", settings=settings,
-        )  # fmt: skip
+            conn,
+            idempotency_key=key,
+            to="a@example.com",
+            template="login_code",
+            params=LOGIN,
+            priority="high",
+            settings=settings,
+        )
         conn.commit()
     return result.id
 
@@ -72,8 +77,11 @@ def test_backpressure_keeps_only_a_window_in_flight(settings: Settings) -> None:
         assert len(recorder.ids()) == 100
         assert relay.run_round().saturated
         # Workers finish 30 rows: room for 30 more.
-        query(settings, "UPDATE email_outbox SET status = 'sent' WHERE id IN "
-              "(SELECT id FROM email_outbox WHERE status = 'queued' LIMIT 30) RETURNING id")  # fmt: skip
+        query(
+            settings,
+            "UPDATE email_outbox SET status = 'sent' WHERE id IN "
+            "(SELECT id FROM email_outbox WHERE status = 'queued' LIMIT 30) RETURNING id",
+        )
         relay.run_round()
     assert len(recorder.ids()) == 130
     assert statuses(settings) == {"queued": 100, "sent": 30, "pending": 120}
@@ -88,8 +96,11 @@ def test_failed_publish_leaves_rows_pending(settings: Settings) -> None:
 
 def test_rows_not_yet_due_wait(settings: Settings) -> None:
     add_newsletter(settings, 5)
-    query(settings, "UPDATE email_outbox SET next_attempt_at = now() + interval '1 hour' "
-          "WHERE id <= 2 RETURNING id")  # fmt: skip
+    query(
+        settings,
+        "UPDATE email_outbox SET next_attempt_at = now() + interval '1 hour' "
+        "WHERE id <= 2 RETURNING id",
+    )
     recorder = Recorder()
     with pool(settings) as p:
         Relay(settings, p, recorder).run_round()
@@ -101,7 +112,10 @@ def test_two_relays_racing_publish_each_row_once(settings: Settings) -> None:
     add_newsletter(settings, 3000)
     recorder = Recorder()
     with pool(settings) as p1, pool(settings) as p2:
-        relays = [Relay(settings, p1, recorder, name="r1"), Relay(settings, p2, recorder, name="r2")]
+        relays = [
+            Relay(settings, p1, recorder, name="r1"),
+            Relay(settings, p2, recorder, name="r2"),
+        ]
 
         def drain(relay: Relay) -> None:
             while relay.run_round().published:
@@ -122,14 +136,26 @@ def test_two_relays_racing_publish_each_row_once(settings: Settings) -> None:
 def test_sweeper_returns_stuck_rows(settings: Settings) -> None:
     settings = dataclasses.replace(settings, stuck_seconds=60, max_attempts=3)
     add_newsletter(settings, 6)
-    query(settings, "UPDATE email_outbox SET status = 'queued', locked_by = 'r', locked_at = now() "
-          "- interval '2 minutes' WHERE id IN (1, 2) RETURNING id")  # fmt: skip
-    query(settings, "UPDATE email_outbox SET status = 'sending', locked_by = 'w', attempts = 1, "
-          "locked_at = now() - interval '2 minutes' WHERE id IN (3, 4) RETURNING id")  # fmt: skip
-    query(settings, "UPDATE email_outbox SET status = 'sending', locked_by = 'w', attempts = 3, "
-          "locked_at = now() - interval '2 minutes' WHERE id = 5 RETURNING id")  # fmt: skip
-    query(settings, "UPDATE email_outbox SET status = 'sending', locked_by = 'w', attempts = 1, "
-          "locked_at = now() WHERE id = 6 RETURNING id")  # fmt: skip
+    query(
+        settings,
+        "UPDATE email_outbox SET status = 'queued', locked_by = 'r', locked_at = now() "
+        "- interval '2 minutes' WHERE id IN (1, 2) RETURNING id",
+    )
+    query(
+        settings,
+        "UPDATE email_outbox SET status = 'sending', locked_by = 'w', attempts = 1, "
+        "locked_at = now() - interval '2 minutes' WHERE id IN (3, 4) RETURNING id",
+    )
+    query(
+        settings,
+        "UPDATE email_outbox SET status = 'sending', locked_by = 'w', attempts = 3, "
+        "locked_at = now() - interval '2 minutes' WHERE id = 5 RETURNING id",
+    )
+    query(
+        settings,
+        "UPDATE email_outbox SET status = 'sending', locked_by = 'w', attempts = 1, "
+        "locked_at = now() WHERE id = 6 RETURNING id",
+    )
     with pool(settings) as p:
         swept = Relay(settings, p, Recorder()).sweep()
     assert swept.requeued == 2
@@ -138,8 +164,13 @@ def test_sweeper_returns_stuck_rows(settings: Settings) -> None:
     assert rows == {1: "pending", 2: "pending", 3: "pending", 4: "pending", 5: "dead", 6: "sending"}
     attempts = query(settings, "SELECT outbox_id, verdict FROM email_attempt ORDER BY 1")
     assert attempts == [(3, "uncertain"), (4, "uncertain"), (5, "uncertain")]
-    reasons = dict(query(settings, "SELECT outbox_id, reason FROM email_event WHERE to_status <> 'queued' "
-                         "AND to_status <> 'sending'"))  # fmt: skip
+    reasons = dict(
+        query(
+            settings,
+            "SELECT outbox_id, reason FROM email_event WHERE to_status <> 'queued' "
+            "AND to_status <> 'sending'",
+        )
+    )
     assert "queued without a worker" in reasons[1]
     assert "never finished sending" in reasons[3]
 
@@ -147,8 +178,11 @@ def test_sweeper_returns_stuck_rows(settings: Settings) -> None:
 def test_sweeper_holds_abandoned_sends_when_asked(settings: Settings) -> None:
     settings = dataclasses.replace(settings, stuck_seconds=1, on_uncertain="hold")
     add_newsletter(settings, 1)
-    query(settings, "UPDATE email_outbox SET status = 'sending', locked_by = 'w', attempts = 1, "
-          "locked_at = now() - interval '1 minute' RETURNING id")  # fmt: skip
+    query(
+        settings,
+        "UPDATE email_outbox SET status = 'sending', locked_by = 'w', attempts = 1, "
+        "locked_at = now() - interval '1 minute' RETURNING id",
+    )
     with pool(settings) as p:
         assert Relay(settings, p, Recorder()).sweep().uncertain == {"held": 1}
 

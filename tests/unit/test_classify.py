@@ -47,7 +47,7 @@ def test_4yz_retries(code: int, text: str) -> None:
         outcome = classify(Reply(stage, code, text))
         assert outcome.verdict is Verdict.RETRY
         assert not outcome.greylisted
-        assert outcome.enhanced_status == text.split()[0]
+        assert outcome.enhanced_status == text.split(maxsplit=1)[0]
 
 
 @pytest.mark.parametrize(

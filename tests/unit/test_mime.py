@@ -65,8 +65,12 @@ def test_only_crlf_line_endings_and_short_lines() -> None:
     assert max(len(line) for line in lines(data)) <= 78
     message = parse(data)
     plain, rich = message.iter_parts()
-    assert plain.get_content().replace("\r\n", "\n") == text.replace("\r\n", "\n").replace("\r", "\n")
-    assert rich.get_content().replace("\r\n", "\n") == html.replace("\r\n", "\n").replace("\r", "\n")
+    assert plain.get_content().replace("\r\n", "\n") == text.replace("\r\n", "\n").replace(
+        "\r", "\n"
+    )
+    assert rich.get_content().replace("\r\n", "\n") == html.replace("\r\n", "\n").replace(
+        "\r", "\n"
+    )
 
 
 def test_ascii_with_short_lines_goes_7bit() -> None:
@@ -82,7 +86,13 @@ def test_long_ascii_html_lines_are_encoded() -> None:
 
 @pytest.mark.parametrize(
     "subject",
-    ["Grüße aus Köln", "注文が確定しました", "a" * 120, "Emoji 🎉 party", "=?utf-8?q?looks_encoded?="],
+    [
+        "Grüße aus Köln",
+        "注文が確定しました",
+        "a" * 120,
+        "Emoji 🎉 party",
+        "=?utf-8?q?looks_encoded?=",
+    ],
 )
 def test_subjects_survive(subject: str) -> None:
     message = parse(build_message(envelope(subject=subject), "x", None))
@@ -100,7 +110,12 @@ def test_non_ascii_display_name() -> None:
 
 def test_auto_submitted_and_extra_headers() -> None:
     env = Envelope(
-        "s@example.com", "a@example.com", "x", "<id@x>", DATE, (("Auto-Submitted", "auto-generated"),)
+        "s@example.com",
+        "a@example.com",
+        "x",
+        "<id@x>",
+        DATE,
+        (("Auto-Submitted", "auto-generated"),),
     )
     assert parse(build_message(env, "x", None))["Auto-Submitted"] == "auto-generated"
 
@@ -109,9 +124,19 @@ def test_auto_submitted_and_extra_headers() -> None:
 def test_no_value_can_start_a_header(subject: str, text: str, html: str) -> None:
     # Line breaks in a subject are collapsed at render; here the encoder must
     # keep even a raw one from starting a header.
-    data = build_message(envelope(subject=subject.replace("\r", " ").replace("\n", " ")), text, html)
+    data = build_message(
+        envelope(subject=subject.replace("\r", " ").replace("\n", " ")), text, html
+    )
     message = parse(data)
     assert message.defects == []
     names = [name.lower() for name in message]
     assert names.count("subject") == 1
-    assert set(names) == {"from", "to", "subject", "date", "message-id", "mime-version", "content-type"}
+    assert set(names) == {
+        "from",
+        "to",
+        "subject",
+        "date",
+        "message-id",
+        "mime-version",
+        "content-type",
+    }

@@ -43,11 +43,16 @@ def test_shipped_templates_render() -> None:
         assert rendered.subject
         assert "\n" not in rendered.subject
         assert rendered.text.strip()
-        assert rendered.html and "<html>" in rendered.html
+        assert rendered.html is not None
+        assert "<html>" in rendered.html
 
 
 def test_html_is_escaped_text_is_not(tmp_path: Path) -> None:
-    write(tmp_path, "t", {"subject.txt": "Hi {{ n }}", "body.txt": "{{ n }}", "body.html": "<p>{{ n }}</p>"})
+    write(
+        tmp_path,
+        "t",
+        {"subject.txt": "Hi {{ n }}", "body.txt": "{{ n }}", "body.html": "<p>{{ n }}</p>"},
+    )
     rendered = TemplateSet(tmp_path).render("t", {"n": "<script>x</script> & co"})
     assert rendered.html == "<p>&lt;script&gt;x&lt;/script&gt; &amp; co</p>"
     assert rendered.text == "<script>x</script> & co"

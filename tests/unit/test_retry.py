@@ -6,7 +6,11 @@ from outbox.models import Outcome, Status, Verdict
 from outbox.retry import RetryPolicy, decide
 
 POLICY = RetryPolicy(
-    base_seconds=30, cap_seconds=21600, max_attempts=8, max_age_seconds=86400, greylist_min_seconds=60
+    base_seconds=30,
+    cap_seconds=21600,
+    max_attempts=8,
+    max_age_seconds=86400,
+    greylist_min_seconds=60,
 )
 
 
@@ -15,10 +19,16 @@ def half() -> float:
 
 
 def test_sent_and_failed_are_final() -> None:
-    sent = decide(Outcome(Verdict.SENT, "250 ok"), attempt=3, age_seconds=10, policy=POLICY, rand=half)
+    sent = decide(
+        Outcome(Verdict.SENT, "250 ok"), attempt=3, age_seconds=10, policy=POLICY, rand=half
+    )
     assert sent.status is Status.SENT
     failed = decide(
-        Outcome(Verdict.FAILED, "550 5.1.1 unknown"), attempt=1, age_seconds=1, policy=POLICY, rand=half
+        Outcome(Verdict.FAILED, "550 5.1.1 unknown"),
+        attempt=1,
+        age_seconds=1,
+        policy=POLICY,
+        rand=half,
     )
     assert failed.status is Status.FAILED
     assert failed.reason == "550 5.1.1 unknown"
@@ -46,7 +56,9 @@ def test_greylisting_waits_at_least_the_minimum() -> None:
 
 @pytest.mark.parametrize("verdict", [Verdict.RETRY, Verdict.UNCERTAIN])
 def test_dead_after_the_attempt_limit(verdict: Verdict) -> None:
-    decision = decide(Outcome(verdict, "421 busy"), attempt=8, age_seconds=1, policy=POLICY, rand=half)
+    decision = decide(
+        Outcome(verdict, "421 busy"), attempt=8, age_seconds=1, policy=POLICY, rand=half
+    )
     assert decision.status is Status.DEAD
     assert "after 8 attempts" in decision.reason
 

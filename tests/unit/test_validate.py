@@ -61,7 +61,7 @@ def test_valid_addresses_are_normalised(given_address: str, stored: str) -> None
         "a@exa mple.com",
         "a@-example.com",
         "a@" + "b" * 250 + ".com",
-        'Alice <a@example.com>',
+        "Alice <a@example.com>",
     ],
 )
 def test_invalid_addresses_are_refused(bad: str) -> None:
@@ -69,7 +69,9 @@ def test_invalid_addresses_are_refused(bad: str) -> None:
         normalize_address(bad)
 
 
-@pytest.mark.parametrize("bad", ["a@example.com\r\nBcc: x@example.com", "a\n@example.com", "a@b.com\x00"])
+@pytest.mark.parametrize(
+    "bad", ["a@example.com\r\nBcc: x@example.com", "a\n@example.com", "a@b.com\x00"]
+)
 def test_line_breaks_in_addresses_are_injection(bad: str) -> None:
     with pytest.raises(HeaderInjection):
         normalize_address(bad)
@@ -85,12 +87,16 @@ ATEXT = string.ascii_letters + string.digits + "!#$%&'*+/=?^_`{|}~-."
 
 @given(
     local=st.text(alphabet=ATEXT, min_size=1, max_size=70),
-    domain=st.sampled_from(["example.com", "EXAMPLE.org", "a.b.example.net", "x.test", "bad..example"]),
+    domain=st.sampled_from(
+        ["example.com", "EXAMPLE.org", "a.b.example.net", "x.test", "bad..example"]
+    ),
 )
 def test_fast_path_agrees_with_email_validator(local: str, domain: str) -> None:
     address = f"{local}@{domain}"
     try:
-        expected: str | None = email_validator.validate_email(address, check_deliverability=False).normalized
+        expected: str | None = email_validator.validate_email(
+            address, check_deliverability=False
+        ).normalized
     except email_validator.EmailNotValidError:
         expected = None
     try:
@@ -155,7 +161,9 @@ def test_missing_params_are_named() -> None:
         check_params_for(template, {"name": "A", "product": "P"})
 
 
-@pytest.mark.parametrize("value", ["Shop\r\nBcc: victim@example.com", "a\nb", "x\x00", {"k": "a\rb"}])
+@pytest.mark.parametrize(
+    "value", ["Shop\r\nBcc: victim@example.com", "a\nb", "x\x00", {"k": "a\rb"}]
+)
 def test_header_breakers_in_subject_params(value: object) -> None:
     template = TEMPLATES.get("login_code")  # the subject uses code and product
     params = {"name": "A", "code": "1", "product": value, "minutes": 5}

@@ -1,0 +1,1 @@
+"""Telemetry: OpenTelemetry tracing and metrics set-up for Outbox processes."""
