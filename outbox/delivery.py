@@ -38,6 +38,16 @@ log = logging.getLogger(__name__)
 _RECORD_RETRY_DELAYS = (0.2, 0.5, 1.0, 2.0, 4.0, 8.0)
 
 
+# A send is routine; a retry worth a line; a refusal a warning; giving up an error.
+_LOG_LEVELS = {
+    Status.SENT: logging.DEBUG,
+    Status.PENDING: logging.INFO,
+    Status.FAILED: logging.WARNING,
+    Status.DEAD: logging.ERROR,
+    Status.HELD: logging.ERROR,
+}
+
+
 def worker_name() -> str:
     return f"{socket.gethostname()}:{os.getpid()}:{threading.current_thread().name}"
 
@@ -105,16 +115,17 @@ class Delivery:
             rand=self.rand,
         )
         duration_ms = (time.perf_counter() - started) * 1000
-        level = logging.ERROR if decision.status in (Status.DEAD, Status.HELD) else logging.INFO
-        log.log(
-            level,
-            "email %s to %s attempt %d: %s (%s)",
-            row.id,
-            recipient_tag(row.recipient),
-            row.attempts,
-            decision.status.value,
-            decision.reason,
-        )
+        level = _LOG_LEVELS[decision.status]
+        if log.isEnabledFor(level):
+            log.log(
+                level,
+                "email %s to %s attempt %d: %s (%s)",
+                row.id,
+                recipient_tag(row.recipient),
+                row.attempts,
+                decision.status.value,
+                decision.reason,
+            )
         return store.AttemptRecord(
             id=row.id,
             attempt=row.attempts,

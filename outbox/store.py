@@ -169,10 +169,11 @@ def claim_due(conn: Conn, *, priority: str, limit: int, relay: str) -> list[int]
 
 
 def take_for_sending(conn: Conn, ids: Sequence[int], worker: str) -> list[OutboxRow]:
+    args = {"ids": list(ids), "worker": worker}
     with translate_errors(), conn.cursor(row_factory=tuple_row) as cur:
-        rows = cur.execute(
-            queries["take_for_sending"], {"ids": list(ids), "worker": worker}
-        ).fetchall()
+        cur.execute(queries["lock_published"], args)
+        # A new statement, a new snapshot: the relay's commit is visible now.
+        rows = cur.execute(queries["take_for_sending"], args).fetchall()
     return [OutboxRow(*r) for r in rows]
 
 

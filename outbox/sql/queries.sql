@@ -83,6 +83,11 @@ SET status = 'queued', status_reason = 'published by relay', queued_at = now(),
 FROM due WHERE o.id = due.id
 RETURNING o.id;
 
+-- lock_published --
+-- Wait for the relay that published these rows to commit its claim: a message
+-- can arrive first, and an UPDATE would then see the rows still pending.
+SELECT id FROM email_outbox WHERE id = ANY(%(ids)s) ORDER BY id FOR UPDATE;
+
 -- take_for_sending --
 -- Move published rows to sending; a row not in queued (already sent, in flight
 -- elsewhere, or swept back) is left out, so a duplicate delivery sends nothing.

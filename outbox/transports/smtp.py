@@ -66,6 +66,9 @@ class SmtpTransport:
     def __init__(self, config: SmtpConfig) -> None:
         self.config = config
         self._local = threading.local()
+        # Every thread's connection, so that close() can end them all.
+        self._open_connections: set[smtplib.SMTP] = set()
+        self._registry_lock = threading.Lock()
 
     def send(self, message: OutgoingMessage) -> Reply:
         reused = getattr(self._local, "smtp", None) is not None
@@ -77,9 +80,11 @@ class SmtpTransport:
         return reply
 
     def close(self) -> None:
-        smtp = getattr(self._local, "smtp", None)
-        self._local.smtp = None
-        if smtp is not None:
+        """End every thread's connection (at shutdown)."""
+        with self._registry_lock:
+            connections, self._open_connections = self._open_connections, set()
+        self._local = threading.local()
+        for smtp in connections:
             try:
                 smtp.quit()
             except (smtplib.SMTPException, OSError):
@@ -88,8 +93,11 @@ class SmtpTransport:
     def _send_once(self, message: OutgoingMessage) -> Reply:
         stage = Stage.CONNECT
         try:
-            smtp = self._local.smtp if getattr(self._local, "smtp", None) else self._open()
-            self._local.smtp = smtp
+            smtp = getattr(self._local, "smtp", None)
+            if smtp is None:
+                smtp = self._local.smtp = self._open()
+                with self._registry_lock:
+                    self._open_connections.add(smtp)
             stage = Stage.MAIL
             reply = self._transaction(smtp, message)
         except _Failed as failed:
@@ -195,6 +203,8 @@ class SmtpTransport:
         smtp = getattr(self._local, "smtp", None)
         self._local.smtp = None
         if smtp is not None:
+            with self._registry_lock:
+                self._open_connections.discard(smtp)
             smtp.close()
 
 

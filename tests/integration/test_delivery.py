@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -280,3 +281,24 @@ def test_stopping_worker_hands_back_untried_rows(settings: Settings) -> None:
     assert len(sink.messages) == 0
     assert statuses(settings) == {"pending": 10}
     assert query(settings, "SELECT max(attempts) FROM email_outbox")[0][0] == 0
+
+
+def test_message_arriving_before_the_relay_commits_is_still_sent(settings: Settings) -> None:
+    add_newsletter(settings, 3)
+    with harness(settings) as (h, sink):
+        workers: list[threading.Thread] = []
+
+        def publish_and_linger(priority: Priority, groups: Sequence[Sequence[int]]) -> None:
+            # The worker gets the message at once; the relay commits 0.5 s later.
+            for group in groups:
+                worker = threading.Thread(target=h.delivery.deliver, args=(list(group),))
+                worker.start()
+                workers.append(worker)
+            time.sleep(0.5)
+
+        h.relay.publish = publish_and_linger
+        h.relay.run_round()
+        for worker in workers:
+            worker.join(timeout=10)
+    assert statuses(settings) == {"sent": 3}
+    assert len(sink.messages) == 3
