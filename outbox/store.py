@@ -12,6 +12,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import orjson
 import psycopg
 from psycopg.rows import dict_row, tuple_row
 
@@ -179,23 +180,12 @@ def take_for_sending(conn: Conn, ids: Sequence[int], worker: str) -> list[Outbox
 
 def record_results(conn: Conn, worker: str, results: Sequence[AttemptRecord]) -> set[int]:
     """Store attempts and row states; returns the ids whose row was still ours."""
-    columns = {
-        "ids": [r.id for r in results],
-        "attempts": [r.attempt for r in results],
-        "statuses": [r.status for r in results],
-        "reasons": [r.reason for r in results],
-        "delays": [r.delay_seconds for r in results],
-        "provider_ids": [r.provider_message_id for r in results],
-        "verdicts": [r.verdict for r in results],
-        "stages": [r.stage for r in results],
-        "codes": [r.reply_code for r in results],
-        "enhanced": [r.enhanced_status for r in results],
-        "texts": [r.reply_text for r in results],
-        "durations": [r.duration_ms for r in results],
-        "worker": worker,
-    }
+    results_json = orjson.dumps(list(results)).decode()  # orjson writes dataclasses natively
     with translate_errors():
-        return {r[0] for r in conn.execute(queries["record_results"], columns).fetchall()}
+        rows = conn.execute(
+            queries["record_results"], {"results": results_json, "worker": worker}
+        ).fetchall()
+    return {r[0] for r in rows}
 
 
 def release_unattempted(conn: Conn, ids: Sequence[int], worker: str, reason: str) -> None:
