@@ -98,7 +98,7 @@ class Delivery:
         started = time.perf_counter()
         reply: Reply | None = None
         try:
-            message = self._build(row)
+            message = self.build(row)
         except OutboxError as exc:
             # Our own defect (a broken template or address data), not the
             # receiver's verdict: retrying gives an operator time to fix it.
@@ -141,7 +141,7 @@ class Delivery:
             duration_ms=duration_ms,
         )
 
-    def _build(self, row: store.OutboxRow) -> OutgoingMessage:
+    def build(self, row: store.OutboxRow) -> OutgoingMessage:
         rendered = self.templates.render(row.template, row.params)
         ascii_recipient = row.recipient if row.recipient.isascii() else ascii_address(row.recipient)
         recipient = ascii_recipient or row.recipient

@@ -28,11 +28,13 @@ class Pipeline:
             self.spawn(f"relay{index}", [sys.executable, "-m", "outbox.cli", "relay"])
         for queue, (processes, threads) in (("email_high", self.high), ("email_bulk", self.bulk)):
             if processes:
-                self.spawn(queue, worker_command(queue, processes, threads))
+                self.spawn(queue, worker_command(queue, processes, threads), WORKER_ENV[queue])
         return self
 
-    def spawn(self, name: str, command: list[str]) -> subprocess.Popen[bytes]:
-        env = {**os.environ, **self.env}
+    def spawn(
+        self, name: str, command: list[str], extra_env: Mapping[str, str] | None = None
+    ) -> subprocess.Popen[bytes]:
+        env = {**os.environ, **self.env, **(extra_env or {})}
         log_path = self.log_dir / f"{name}.log" if self.log_dir else Path(os.devnull)
         with log_path.open("ab") as out:  # the child keeps its own copy of the descriptor
             # Own process group: a signal to it reaches the dramatiq master and its children.
@@ -69,9 +71,20 @@ class Pipeline:
         self.stop()
 
 
+# An idle Dramatiq consumer polls Redis with a backoff that grows to this many
+# milliseconds (default 1000): login codes must not wait that long.
+WORKER_ENV = {
+    "email_high": {"dramatiq_worker_timeout": "20"},
+    "email_bulk": {"dramatiq_worker_timeout": "200"},
+}
+
+
 def worker_command(queue: str, processes: int, threads: int) -> list[str]:
+    # Bulk workers yield the CPU to the relay and the login-code workers: on a
+    # small machine a draining newsletter would otherwise delay every code.
+    niceness = ["nice", "-n", "10"] if queue == "email_bulk" else []
     return [
-        sys.executable, "-m", "dramatiq", "jobs",
+        *niceness, sys.executable, "-m", "dramatiq", "jobs",
         "-Q", queue, "-p", str(processes), "-t", str(threads),
         "--worker-shutdown-timeout", "25000",
     ]  # fmt: skip
