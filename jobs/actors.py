@@ -31,14 +31,7 @@ def delivery() -> Delivery:
         name="outbox-worker",
         open=True,
     )
-    transport = SmtpTransport(
-        SmtpConfig.from_url(
-            settings.smtp_url,
-            starttls=settings.smtp_starttls,
-            connect_timeout=settings.smtp_connect_timeout,
-            command_timeout=settings.smtp_command_timeout,
-        )
-    )
+    transport = SmtpTransport(SmtpConfig.from_settings(settings))
     return Delivery(settings, pool, transport, stopping=stopping)
 
 

@@ -26,6 +26,7 @@ class Settings:
     smtp_starttls: str = "opportunistic"  # never | opportunistic | required
     smtp_connect_timeout: float = 10.0
     smtp_command_timeout: float = 60.0
+    smtp_ca_file: str = ""  # CA bundle for a relay with a private certificate
     sender: str = "Outbox <no-reply@outbox.localhost>"  # OUTBOX_FROM
     message_id_domain: str = "outbox.localhost"
     templates: Path = PACKAGE_TEMPLATES

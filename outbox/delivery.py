@@ -104,8 +104,14 @@ class Delivery:
             # receiver's verdict: retrying gives an operator time to fix it.
             outcome = Outcome(Verdict.RETRY, f"could not build the message: {exc}")
         else:
-            reply = self.transport.send(message)
-            outcome = classify(reply)
+            try:
+                reply = self.transport.send(message)
+                outcome = classify(reply)
+            except Exception as exc:
+                # A transport defect: where the conversation stopped is unknown,
+                # so the message may have left. Retried with the same Message-ID.
+                log.exception("transport failed unexpectedly for email %s", row.id)
+                outcome = Outcome(Verdict.UNCERTAIN, f"transport error: {exc!r}")
         now = dt.datetime.now(dt.UTC)
         decision = decide(
             outcome,

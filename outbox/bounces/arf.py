@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from email.message import Message
 
 from outbox.bounces import mime
 from outbox.bounces.addresses import clean_address, find_addresses, is_plausible
@@ -26,7 +25,7 @@ class FeedbackReport:
     original_mail_from: str | None = None
 
 
-def is_feedback_report(msg: Message) -> bool:
+def is_feedback_report(msg: mime.Part) -> bool:
     if mime.content_type(msg) == "multipart/report" and "feedback-report" in mime.param(
         msg, "report-type"
     ):
@@ -34,7 +33,7 @@ def is_feedback_report(msg: Message) -> bool:
     return any(mime.content_type(p) == "message/feedback-report" for p in mime.walk(msg))
 
 
-def _fields(msg: Message) -> list[tuple[str, str]]:
+def _fields(msg: mime.Part) -> list[tuple[str, str]]:
     pairs: list[tuple[str, str]] = []
     for part in mime.walk(msg):
         if mime.content_type(part) != "message/feedback-report":
@@ -46,7 +45,7 @@ def _fields(msg: Message) -> list[tuple[str, str]]:
     return pairs
 
 
-def parse(msg: Message, returned: Message | None) -> FeedbackReport:
+def parse(msg: mime.Part, returned: mime.Part | None) -> FeedbackReport:
     report = FeedbackReport()
     for name, value in _fields(msg):
         if name in ("original-rcpt-to", "removal-recipient"):

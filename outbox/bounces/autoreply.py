@@ -9,19 +9,23 @@ Exchange), so the header alone cannot tell the two apart; the sender and subject
 from __future__ import annotations
 
 import re
-from email.message import Message
 
 from outbox.bounces import mime
 from outbox.bounces.addresses import clean_address, is_system_address
 
+# Subject wording of out-of-office and auto-reply messages in common languages.
 _AUTO_SUBJECT = re.compile(
-    r"^\s*(?:auto(?:matic|matische|matisk|matisch)?[ _-]?(?:reply|response|respond|antwort|"
-    r"svar|antwoord|risposta|respuesta|resposta|r[ée]ponse|odpowied[zź])|autoreply|autoresponse|"
-    r"out of (?:the )?office|away from (?:the )?office|i am away|i'm away|on vacation|"
-    r"vacation|abwesenheit|abwesend|absence|absent|r[ée]ponse automatique|fuera de la oficina|"
-    r"ausente|fuori sede|assente|afwezig|niet aanwezig|frånvaro|fravær|poissa|"
-    r"自動応答|自动回复|自動回覆|不在|автоответ|otomatik yan\u0131t|otomatik yanit|"
-    r"away until|out of office)",
+    r"^\s*(?:"
+    r"auto(?:matic|matische|matisk|matisch|matique|m[aá]tica|matico)?[ _-]?"
+    r"(?:reply|response|respond|antwort|svar|antwoord|risposta|respuesta|resposta|r[ée]ponse)"
+    r"|autoreply|autoresponse|out of (?:the )?office|away from (?:the )?office|i am away|"
+    r"i'm away|away until|on vacation|vacation|abwesenheit|abwesend|absence|absent|"
+    r"r[ée]ponse automatique|risposta automatica|respuesta autom[aá]tica|"
+    r"resposta autom[aá]tica|automatisch antwoord|automatisk svar|automaattinen vastaus|"
+    r"odpowied[zź] automatyczna|fuera de la oficina|ausente|fuori sede|assente|afwezig|"
+    r"niet aanwezig|frånvaro|fravær|poissa|"
+    r"自動応答|自動返信|自动回复|自動回覆|不在|автоответ|otomatik yan\u0131t|otomatik yanit"
+    r")",
     re.I,
 )
 _AUTO_PREFIX = re.compile(r"^\s*(?:auto|automatic reply|autoreply|ooo|out of office)\s*:", re.I)
@@ -52,7 +56,7 @@ _BOUNCE_BODY = re.compile(
 )
 
 
-def _header_flags(msg: Message) -> bool:
+def _header_flags(msg: mime.Part) -> bool:
     auto = mime.header(msg, "Auto-Submitted").lower()
     if auto.startswith("auto-replied"):
         return True
@@ -64,13 +68,13 @@ def _header_flags(msg: Message) -> bool:
     return precedence.startswith("auto_reply") or precedence.startswith("auto-reply")
 
 
-def is_auto_reply(msg: Message) -> bool:
+def is_auto_reply(msg: mime.Part) -> bool:
     """Vacation/out-of-office style message by headers or subject (not a bounce test)."""
     subject = mime.header(msg, "Subject")
     return _header_flags(msg) or bool(_AUTO_SUBJECT.search(subject) or _AUTO_PREFIX.search(subject))
 
 
-def looks_like_bounce(msg: Message, first_text: str) -> bool:
+def looks_like_bounce(msg: mime.Part, first_text: str) -> bool:
     """Sender, subject or opening text typical of a delivery failure notice."""
     sender = mime.header(msg, "From")
     address = clean_address(sender)

@@ -57,6 +57,8 @@ _HEADER_LINE = re.compile(
     r"errors-to|in-reply-to|references|delivered-to|x-[\w-]+)\s*:",
     re.I,
 )
+# "Display Name <address>: reason" - the bracketed address is the one that failed.
+_NAMED = re.compile(rf"^[^<>\s]+(?:\s+[^<>\s]+)*\s+<({_A})>\s*:\s*(.*)$")
 _ALONE = re.compile(rf"^(?:[*•>-]+\s*)?[<\"]?({_A})[>\"]?\s*:?\s*$")
 _LEAD = re.compile(
     rf"^(?:[*•>-]+\s*)?[<\"]?({_A})[>\"]?(?:\s*\(expanded from [^)]*\))?"
@@ -82,6 +84,7 @@ _DELAY_BODY = re.compile(
 )
 
 
+_SUMMARY_LINES = 200
 _RULE = re.compile(r"^[\s\W_]*$")
 
 
@@ -107,33 +110,29 @@ def informative(text: str) -> bool:
     """Does the text carry a reply code or a recognisable reason?"""
     if not text.strip():
         return False
-    if status.find_all(text) or status.find_reply_code(text) is not None:
-        return True
-    return any(
-        reasons.first_match(table, text)
-        for table in (reasons.SPECIFIC_SOFT, reasons.HARD, reasons.GENERIC_SOFT)
-    )
+    return _has_code(text) or _names_reason(text)
 
 
 def summary(text: str) -> str | None:
     """The most telling line of a notice: one quoting a reply code, else one naming a
     recognisable reason.  Used to show something useful when the text near the
     address says nothing."""
-    fallback = None
-    for line in text.split("\n"):
-        stripped = line.strip()
-        if not stripped or _HEADER_LINE.match(stripped):
-            continue
-        coded = bool(status.find_all(stripped) or status.find_reply_code(stripped) is not None)
-        named = any(
-            reasons.first_match(table, stripped)
-            for table in (reasons.SPECIFIC_SOFT, reasons.HARD, reasons.GENERIC_SOFT)
-        )
-        if coded and named:
-            return stripped
-        if named and fallback is None:
-            fallback = stripped
-    return fallback
+    lines = [ln.strip() for ln in text.split("\n")[:_SUMMARY_LINES]]
+    lines = [ln for ln in lines if ln and not _HEADER_LINE.match(ln)]
+    for line in lines:
+        if _has_code(line) and _names_reason(line):
+            return line
+    for line in lines:
+        if _names_reason(line):
+            return line
+    return None
+
+
+def _names_reason(text: str) -> bool:
+    return any(
+        reasons.first_match(table, text)
+        for table in (reasons.SPECIFIC_SOFT, reasons.HARD, reasons.GENERIC_SOFT)
+    )
 
 
 def _anchor_of(line: str, index: int) -> Anchor | None:
@@ -143,7 +142,7 @@ def _anchor_of(line: str, index: int) -> Anchor | None:
     match = _ALONE.match(stripped)
     if match:
         return Anchor(match.group(1), index, True, "")
-    match = _SMTP_LEAD.match(stripped) or _LEAD.match(stripped)
+    match = _NAMED.match(stripped) or _SMTP_LEAD.match(stripped) or _LEAD.match(stripped)
     if match:
         return Anchor(match.group(1), index, True, match.group(2))
     match = _PHRASE.search(stripped)
@@ -179,10 +178,21 @@ def block_text(lines: list[str], anchor: Anchor, stop: int) -> str:
     text = " ".join(part for part in own if part).strip()
     if informative(text):
         return text
-    following = [
-        ln.strip() for ln in lines[anchor.line + 1 : stop] if ln.strip() and not _RULE.match(ln)
-    ]
+    following: list[str] = []
+    for line in lines[anchor.line + 1 : stop]:
+        if not line.strip():
+            # A paragraph that quoted the server's code is the answer; what follows
+            # is boilerplate ("No action is required on your part ...").
+            if _has_code(" ".join(following)):
+                break
+            continue
+        if not _RULE.match(line):
+            following.append(line.strip())
     return " ".join([text, *following]).strip()
+
+
+def _has_code(text: str) -> bool:
+    return bool(status.find_all(text) or status.find_reply_code(text) is not None)
 
 
 def recipient_blocks(section: str, known: list[str], exclude: list[str]) -> list[tuple[str, str]]:

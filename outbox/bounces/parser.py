@@ -8,9 +8,19 @@ for MTAs whose reports are plain text.  Auto-replies and ordinary mail give ``[]
 from __future__ import annotations
 
 from dataclasses import dataclass
-from email.message import Message
 
-from outbox.bounces import arf, autoreply, dsn, legacy, mime, returned, ses, unsubscribe, verp
+from outbox.bounces import (
+    arf,
+    autoreply,
+    dsn,
+    legacy,
+    mime,
+    returned,
+    ses,
+    status,
+    unsubscribe,
+    verp,
+)
 from outbox.bounces.addresses import find_addresses, is_plausible, same_address
 from outbox.bounces.model import BounceResult, Failure
 from outbox.bounces.verdict import judge
@@ -20,10 +30,10 @@ _MAX_DIAGNOSTIC = 1000
 
 @dataclass
 class _Context:
-    msg: Message
+    msg: mime.Part
     texts: list[str]
     section: str
-    returned: Message | None
+    returned: mime.Part | None
     original_id: str | None
     verp_token: str | None
 
@@ -100,7 +110,7 @@ def _parse(raw: bytes) -> list[BounceResult]:
     return _results(ctx, failures)
 
 
-def _dsn_reports(msg: Message, texts: list[str]) -> list[dsn.Report]:
+def _dsn_reports(msg: mime.Part, texts: list[str]) -> list[dsn.Report]:
     reports = [
         dsn.parse_fields(mime.dsn_part_text(part))
         for part in mime.walk(msg)
@@ -112,7 +122,7 @@ def _dsn_reports(msg: Message, texts: list[str]) -> list[dsn.Report]:
     return [r for r in embedded if r.recipients] or reports
 
 
-def _failed_header(msg: Message) -> list[str]:
+def _failed_header(msg: mime.Part) -> list[str]:
     found: list[str] = []
     for value in mime.header_all(msg, "X-Failed-Recipients"):
         found.extend(a for a in find_addresses(value) if is_plausible(a))
@@ -210,8 +220,9 @@ def _short(text: str | None) -> str | None:
 
 
 def _display_diagnostic(failure: Failure) -> str | None:
+    """Show the server's own answer when the notice quotes one."""
     if legacy.informative(failure.diagnostic):
-        return _short(failure.diagnostic)
+        return _short(status.reply_text(failure.diagnostic) or failure.diagnostic)
     return _short(legacy.summary(failure.context)) or _short(failure.diagnostic)
 
 
@@ -260,6 +271,7 @@ def _from_ses(ctx: _Context, notices: list[ses.Notice]) -> list[BounceResult]:
     results: list[BounceResult] = []
     for notice in notices:
         message_id = returned.normalize_message_id(notice.message_id) or ctx.original_id
+        token = ctx.verp_token or verp.find_token([notice.source or ""])
         if notice.kind == "complaint":
             results.append(
                 BounceResult(
@@ -268,7 +280,7 @@ def _from_ses(ctx: _Context, notices: list[ses.Notice]) -> list[BounceResult]:
                     diagnostic=notice.diagnostic,
                     original_message_id=message_id,
                     reason="complaint",
-                    verp_token=ctx.verp_token,
+                    verp_token=token,
                 )
             )
             continue
@@ -292,7 +304,7 @@ def _from_ses(ctx: _Context, notices: list[ses.Notice]) -> list[BounceResult]:
                 original_message_id=message_id,
                 reporting_mta=notice.reporting_mta,
                 reason=verdict.reason,
-                verp_token=ctx.verp_token,
+                verp_token=token,
             )
         )
     return results

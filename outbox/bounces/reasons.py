@@ -20,12 +20,35 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
+from outbox.bounces.patterns import Manual, Rule, prepare
+from outbox.bounces.patterns import rules as _rx
 
-def _rx(*parts: str) -> re.Pattern[str]:
-    return re.compile("|".join(f"(?:{p})" for p in parts), re.I)
+_STATES = (
+    "disabled",
+    "suspended",
+    "inactive",
+    "deactivated",
+    "frozen",
+    "locked",
+    "terminated",
+    "archived",
+    "on hold",
+    "blocked",
+)
 
+_USER_STATES = (
+    "unknown",
+    " not ",
+    "n't",
+    "exist",
+    "invalid",
+    "unavailable",
+    "missing",
+)
 
-Table = Sequence[tuple[str, re.Pattern[str]]]
+# Patterns are written in lower case and matched against lower-cased text with white
+# space collapsed (see :func:`outbox.bounces.patterns.prepare`).
+Table = Sequence[tuple[str, tuple[Rule, ...]]]
 
 # Wording that states a user is unknown without saying why; some carriers answer
 # this way after DATA when their content filter refuses the sender.
@@ -36,6 +59,10 @@ UNKNOWN_USER_WORDING = re.compile(
 # "550 : User unknown" with the mailbox left out is what the au/EZweb (KDDI) servers
 # answer when the recipient's own sender filter refuses the message.
 FILTER_UNKNOWN_USER = re.compile(r"(?:^|\s)\d{3}\s+:\s*user unknown", re.I)
+
+# RFC 7505 null MX: the domain states it accepts no mail at all, so the failure is
+# final even when the reporting MTA labelled it 4.x.x.
+NULL_MX = re.compile(r"null ?mx|does not accept (?:e-?)?mail|doesn'?t receive (?:e-?)?mail", re.I)
 
 # Office 365 directory-based edge blocking answers unknown recipients this way
 # (Microsoft: "550 5.4.1 Recipient address rejected: Access denied").  It must be
@@ -65,11 +92,63 @@ SPECIFIC_SOFT: Table = (
             r"\bspam\b",
             r"\bspam(?:my|[- ]?like|[- ]?score|[- ]?classification|assassin)",
             r"\bjunk\b",
-            r"\bUBE\b",
+            r"\bube\b",
             r"unsolicited",
             r"bulk (?:e-?mail|mail)",
             r"phishing",
             r"\bspamsignature",
+        ),
+    ),
+    (
+        "relay_denied",
+        _rx(
+            r"relay(?:ing)? (?:denied|not (?:permitted|allowed)|access denied|prohibited|refused)",
+            r"not (?:configured|permitted|allowed|authori[sz]ed) to relay",
+            r"(?:unable|refuse) to relay",
+            r"we do not relay",
+            r"\bno relaying\b",
+            r"isn't in my list of allowed rcpthosts",
+        ),
+    ),
+    (
+        "sender_rejected",
+        _rx(
+            r"sender (?:address|domain|verify|verification|rejected|denied|is not|not allowed|"
+            r"blacklisted|unknown|invalid)",
+            r"domain of sender",
+            Manual(
+                r"(?:mail from|envelope from|from address|from domain|return path)\b[^.]{0,60}"
+                r"(?:rejected|invalid|denied|refused|not (?:allowed|verified|accepted))",
+                ("mail from", "envelope from", "from address", "from domain", "return path"),
+            ),
+            r"unroute?able sender",
+            r"invalid sender",
+            r"bad sender",
+            r"unauthenticated senders?",
+            r"address is not verified",
+            r"identities failed",
+            r"valid from:",
+            r"senders? (?:are )?not allowed",
+        ),
+    ),
+    (
+        "rate_limited",
+        _rx(
+            Manual(r"(?:sending|daily|hourly|message|send) (?:quota|limit)", (" quota", " limit")),
+            r"rate[- ]?limit",
+            r"too many (?:connections|messages|mails|e-?mails|recipients|concurrent|sessions|"
+            r"simultaneous|rcpt)",
+            r"frequency limit",
+            r"receiving mail at a rate",
+            Manual(
+                r"(?:rate|volume) (?:of|that) ",
+                ("rate of", "rate that", "volume of", "volume that"),
+            ),
+            r"temporarily deferred",
+            r"unexpected volume",
+            r"throttl",
+            r"slow down",
+            r"\bspeed(?:ing)? limit",
         ),
     ),
     (
@@ -91,14 +170,14 @@ SPECIFIC_SOFT: Table = (
             r"\bptr\b",
             r"client host (?:\S+ )?rejected",
             r"helo command rejected",
-            r"(?:your|sending|client|the) ip\b",
+            Manual(r"(?:your|sending|client|the) ip\b", (" ip",)),
             r"dynamic ip",
             r"not allowed to (?:connect|send)",
             r"smtp server of your isp",
             r"weren't sent",
             r"refused to talk to me",
             r"not accepting connections",
-            r"listed (?:at|in|on|by) ",
+            r"(?<!not )\blisted (?:at|in|on|by) ",
             r"\bbanned\b",
             r"access denied",
             r"may not be (?:a )?mail exchanger",
@@ -111,30 +190,16 @@ SPECIFIC_SOFT: Table = (
     (
         "message_too_big",
         _rx(
-            r"(?:message|mail|e-?mail|size|length)\b[^.]{0,40}\b(?:too (?:large|big)|exceed)",
+            Manual(
+                r"(?:message|mail|e-?mail|size|length)\b[^.]{0,40}\b(?:too (?:large|big)|exceed)",
+                ("too large", "too big", "exceed"),
+            ),
             r"too (?:large|big) for",
             r"(?:message|mail) size limit",
             r"maximum (?:message |allowed )?size",
             r"exceeds (?:the )?(?:fixed )?(?:maximum|max|administrative|size)",
             r"recip(?:ient)?sizelimit",
             r"\bmessage too (?:large|big)",
-        ),
-    ),
-    (
-        "rate_limited",
-        _rx(
-            r"(?:sending|daily|hourly|message|send) (?:quota|limit)",
-            r"rate[- ]?limit",
-            r"too many (?:connections|messages|mails|e-?mails|recipients|concurrent|sessions|"
-            r"simultaneous|rcpt)",
-            r"frequency limit",
-            r"receiving mail at a rate",
-            r"(?:rate|volume) (?:of|that) ",
-            r"temporarily deferred",
-            r"unexpected volume",
-            r"throttl",
-            r"slow down",
-            r"\bspeed(?:ing)? limit",
         ),
     ),
     (
@@ -147,55 +212,38 @@ SPECIFIC_SOFT: Table = (
             r"\bdisk quota",
             r"insufficient (?:disk |storage |system )?(?:space|storage)",
             r"not enough (?:disk |storage )?space",
-            r"(?:disk|storage|inbox|mailfolder|mail folder|folder) (?:is )?(?:full|out of)",
+            Manual(
+                r"(?:disk|storage|inbox|mailfolder|mail folder|folder) (?:is )?(?:full|out of)",
+                (" full", " out of"),
+            ),
             r"out of (?:storage|disk) space",
             r"storage (?:allocation|quota|space|limit)",
             r"no space left",
             r"too many messages (?:in|on|for)",
             r"full mailbox",
             r"exceeded the local limit",
-            r"(?:account|user|recipient) (?:is |has )?(?:over|exceeded)"
-            r" (?:its |the )?(?:limit|quota)",
+            Manual(
+                r"(?:account|user|recipient) (?:is |has )?(?:over|exceeded)"
+                r" (?:its |the )?(?:limit|quota)",
+                ("limit", "quota"),
+            ),
             r"boite (?:du destinataire )?pleine",
             r"mailbox exceeds",
         ),
     ),
     (
-        "relay_denied",
-        _rx(
-            r"relay(?:ing)? (?:denied|not (?:permitted|allowed)|access denied|prohibited|refused)",
-            r"not (?:configured|permitted|allowed|authori[sz]ed) to relay",
-            r"(?:unable|refuse) to relay",
-            r"we do not relay",
-            r"\bno relaying\b",
-            r"isn't in my list of allowed rcpthosts",
-        ),
-    ),
-    (
-        "sender_rejected",
-        _rx(
-            r"sender (?:address|domain|verify|verification|rejected|denied|is not|not allowed|"
-            r"blacklisted|unknown|invalid)",
-            r"domain of sender",
-            r"(?:mail from|envelope from|from address|from domain|return path)\b[^.]{0,60}"
-            r"(?:rejected|invalid|denied|refused|not (?:allowed|verified|accepted))",
-            r"unroute?able sender",
-            r"invalid sender",
-            r"bad sender",
-            r"unauthenticated senders?",
-            r"address is not verified",
-            r"identities failed",
-            r"valid from:",
-            r"senders? (?:are )?not allowed",
-        ),
-    ),
-    (
         "suspended",
         _rx(
-            r"\b(?:account|mail ?box|user|recipient|address|e-?mail)\b[^.]{0,50}\b(?:disabled|"
-            r"suspended|inactive|deactivated|frozen|locked|terminated|archived|on hold)\b",
-            r"\b(?:disabled|suspended|inactive|deactivated|archived|blocked) (?:account|mail ?box|"
-            r"user|recipient)",
+            Manual(
+                r"\b(?:account|mail ?box|user|recipient|address|e-?mail)\b[^.]{0,50}\b(?:disabled|"
+                r"suspended|inactive|deactivated|frozen|locked|terminated|archived|on hold)\b",
+                _STATES,
+            ),
+            Manual(
+                r"\b(?:disabled|suspended|inactive|deactivated|archived|blocked)"
+                r" (?:account|mail ?box|user|recipient)",
+                _STATES,
+            ),
         ),
     ),
     (
@@ -256,7 +304,7 @@ HARD: Table = (
             r"(?:^|\s)(?:[a-z0-9-]+\.)+[a-z]{2,}\.? (?:does not|doesn'?t) exist",
             r"host (?:or domain name )?(?:unknown|not found)",
             r"unknown host",
-            r"(?:no such|unknown|non-?existent) (?:domain|host)",
+            Manual(r"(?:no such|unknown|non-?existent) (?:domain|host)", (" domain", " host")),
             r"domain (?:name )?(?:not found|does not exist|doesn'?t exist|is not reachable|"
             r"unknown|must exist)",
             r"unroute?able (?:address|domain|recipient)",
@@ -270,21 +318,34 @@ HARD: Table = (
     (
         "user_unknown",
         _rx(
-            r"(?:user|recipient|addressee|mail ?box|account|e-?mail address|local ?part|userid|"
-            r"username|recipient name|alias)(?: name)? (?:is )?(?:unknown|not (?:found|known|"
-            r"listed|valid|recogni[sz]ed|local|exist)|does ?n[o']t exist|doesn'?t exist|invalid|"
-            r"non-?existent|unavailable|missing)",
-            r"(?:unknown|invalid|non-?existent|bad|illegal)"
-            r"(?: (?!ip\b|sender\b|from\b|return\b|helo\b|host\b|client\b|dns\b|domain\b)\w+){0,2}"
-            r" (?:user|userid|recipient|mail ?box|address|account|local ?part|addressee|person)\b",
+            Manual(
+                r"(?:user|recipient|addressee|mail ?box|account|e-?mail address|local ?part|"
+                r"userid|username|recipient name|alias)(?: name)? (?:is )?(?:unknown|not "
+                r"(?:found|known|listed|valid|recogni[sz]ed|local|exist)|does ?n[o']t exist|"
+                r"doesn'?t exist|invalid|non-?existent|unavailable|missing)",
+                _USER_STATES,
+            ),
+            Manual(
+                r"(?:unknown|invalid|non-?existent|bad|illegal)"
+                r"(?: (?!ip\b|sender\b|from\b|return\b|helo\b|host\b|client\b|dns\b|domain\b)"
+                r"\w+){0,2} (?:user|userid|recipient|mail ?box|address|account|local ?part|"
+                r"addressee|person)\b",
+                ("unknown", "invalid", "existent", "bad", "illegal"),
+            ),
             r"no such (?:user|mail ?box|account|recipient|addressee|person)\b",
-            r"no (?:user|mail ?box|account|recipient)s?"
-            r" (?:here|by that name|available|found|at this)",
+            Manual(
+                r"no (?:user|mail ?box|account|recipient)s?"
+                r" (?:here|by that name|available|found|at this)",
+                ("no user", "no mail", "no account", "no recipient"),
+            ),
             r"recip(?:ient)?notfound",
             r"doesn'?t have an? .{1,60}? account",
             r"not (?:a )?valid (?:user|recipient|mailbox|address)",
             r"not listed in (?:the )?(?:domino directory|public name|directory)",
-            r"(?:is not|isn't) a (?:known|valid) (?:user|recipient|mailbox)",
+            Manual(
+                r"(?:is not|isn't) a (?:known|valid) (?:user|recipient|mailbox)",
+                (" a known", " a valid"),
+            ),
             r"there is no one at this address",
             r"please check if (?:the )?address is correct",
             r"^\W*\d{3}[ -]<?[^\s@<>]+@[^\s<>]+?>?\s+rejected\W*$",
@@ -323,7 +384,10 @@ GENERIC_SOFT: Table = (
             r"connection (?:timed out|refused|reset|lost|closed|dropped)",
             r"timed out",
             r"lost connection",
-            r"(?:could not|couldn'?t|unable to|failed to) (?:connect|establish|contact)",
+            Manual(
+                r"(?:could not|couldn'?t|unable to|failed to) (?:connect|establish|contact)",
+                (" connect", " establish", " contact"),
+            ),
             r"no route to host",
             r"(?:network|host) (?:is )?unreachable",
             r"name (?:service|server)",
@@ -386,7 +450,12 @@ GENERIC_SOFT: Table = (
 
 def first_match(table: Table, text: str) -> str | None:
     """The first reason of ``table`` (most specific first) whose wording occurs."""
-    for reason, pattern in table:
-        if pattern.search(text):
-            return reason
+    low = prepare(text)
+    for reason, rule_set in table:
+        for rule in rule_set:
+            for trigger in rule.triggers:
+                if trigger in low:
+                    if rule.pattern.search(low):
+                        return reason
+                    break
     return None

@@ -9,7 +9,6 @@ message."
 from __future__ import annotations
 
 import re
-from email.message import Message
 
 from outbox.bounces import mime
 from outbox.bounces.legacy import _MARKERS
@@ -20,7 +19,7 @@ _MESSAGE_ID_LINE = re.compile(
 )
 
 
-def inline_headers(text: str) -> Message | None:
+def inline_headers(text: str) -> mime.Part | None:
     """Headers pasted after the original-message marker of a text bounce."""
     marker = _MARKERS.search(text)
     if not marker:
@@ -31,11 +30,7 @@ def inline_headers(text: str) -> Message | None:
     start = _HEADER_START.search(rest)
     if not start:
         return None
-    block = rest[start.start() :]
-    parsed = mime.load(block.encode("utf-8", "replace"))
-    if parsed is None or not parsed.keys():
-        return None
-    return parsed
+    return mime.parse_headers(rest[start.start() :])
 
 
 def normalize_message_id(value: str | None) -> str | None:
@@ -51,7 +46,7 @@ def normalize_message_id(value: str | None) -> str | None:
     return f"<{token.strip('<>')}>"
 
 
-def original_message_id(headers: Message | None, texts: list[str]) -> str | None:
+def original_message_id(headers: mime.Part | None, texts: list[str]) -> str | None:
     if headers is not None:
         found = normalize_message_id(mime.header(headers, "Message-ID"))
         if found:

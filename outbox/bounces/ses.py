@@ -23,6 +23,7 @@ class Notice:
     diagnostic: str
     message_id: str | None
     reporting_mta: str | None
+    source: str | None = None
 
 
 def _load(text: str) -> dict[str, Any] | None:
@@ -65,7 +66,9 @@ def parse(text: str) -> list[Notice]:
     if data is None:
         return []
     kind = str(data.get("notificationType") or data.get("eventType") or "").lower()
-    message_id = _message_id(data.get("mail"))
+    mail = data.get("mail")
+    message_id = _message_id(mail)
+    source = str(mail.get("source") or "") if isinstance(mail, dict) else ""
     notices: list[Notice] = []
     if kind == "bounce" and isinstance(data.get("bounce"), dict):
         bounce = data["bounce"]
@@ -83,6 +86,7 @@ def parse(text: str) -> list[Notice]:
                     diagnostic=str(item.get("diagnosticCode") or ""),
                     message_id=message_id,
                     reporting_mta=str(mta).split(";", 1)[-1].strip() if mta else None,
+                    source=source or None,
                 )
             )
     elif kind == "complaint" and isinstance(data.get("complaint"), dict):
@@ -98,6 +102,7 @@ def parse(text: str) -> list[Notice]:
                         diagnostic=str(complaint.get("complaintFeedbackType") or "abuse"),
                         message_id=message_id,
                         reporting_mta=None,
+                        source=source or None,
                     )
                 )
     return notices

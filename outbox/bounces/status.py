@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import re
 
+from outbox.bounces.patterns import Rule, prepare, rules
+
 # Bounded so that IP addresses, software versions and dates do not match.
 _ENHANCED_RE = re.compile(r"(?<![\d.])([245])\.([0-7])\.(\d{1,3})(?![\d]|\.\d)")
 _REPLY_RE = re.compile(r"(?:^|(?<=[\s:;'\"(<>=\[#]))([245][0-5]\d)(?=[\s\-:]|$)")
@@ -57,11 +59,37 @@ def find_all(text: str) -> list[str]:
     return [".".join(m.groups()) for m in _ENHANCED_RE.finditer(text)]
 
 
+# Reply codes servers actually send for failures (RFC 5321 section 4.2.3, RFC 7504,
+# RFC 4954, provider extensions such as 542); other three-digit numbers in a notice
+# are sizes, ports or ids.
+_FAILURE_REPLIES = frozenset(
+    {421, 450, 451, 452, 454, 455, 458, 500, 501, 502, 503, 504, 521, 523, 525, 530, 534, 535}
+    | {538, 541, 542, 550, 551, 552, 553, 554, 555, 556, 557, 571}
+    | {250, 251, 252}
+)
+
+
 def find_reply_code(text: str) -> int | None:
     """The SMTP reply code of a server answer, preferring one that starts the text."""
     stripped = text.strip()
-    match = _LEADING_REPLY_RE.match(stripped) or _REPLY_RE.search(stripped)
-    return int(match.group(1)) if match else None
+    match = _LEADING_REPLY_RE.match(stripped)
+    if match and int(match.group(1)) in _FAILURE_REPLIES:
+        return int(match.group(1))
+    for match in _REPLY_RE.finditer(stripped):
+        if int(match.group(1)) in _FAILURE_REPLIES:
+            return int(match.group(1))
+    return None
+
+
+_REPLY_START_RE = re.compile(r"(?:^|(?<=[\s:;'\"(<>=\[]))[245][0-5]\d(?:[ -]|$)")
+
+
+def reply_text(text: str) -> str | None:
+    """The server's answer inside a longer notice: text from the first reply code on."""
+    for match in _REPLY_START_RE.finditer(text):
+        if int(match.group(0)[:3]) in _FAILURE_REPLIES:
+            return text[match.start() :].strip()
+    return None
 
 
 def is_unspecific(code: str) -> bool:
@@ -103,36 +131,31 @@ def is_temporary(code: str | None) -> bool:
 
 # Which SMTP command the failing reply answered, from the wording of the major MTAs
 # (Postfix "in reply to X command", Exim "after X", Sendmail ">>> X", qmail, DMA).
-_STAGES: tuple[tuple[str, re.Pattern[str]], ...] = (
+# Lower-case patterns, matched against :func:`patterns.prepare` text.
+_STAGES: tuple[tuple[str, tuple[Rule, ...]], ...] = (
     (
         "mail",
-        re.compile(
-            r"in reply to (?:the )?mail from|after mail from|did not like our mail from|"
+        rules(
+            r"in reply to (?:the )?mail from|after mail from|did not like our mail from",
             r">>> mail from|sender was rejected|rejected mail from|server rejected mail from",
-            re.I,
         ),
     ),
-    ("helo", re.compile(r"after (?:ehlo|helo)\b|in reply to (?:the )?(?:ehlo|helo)", re.I)),
-    (
-        "connect",
-        re.compile(r"after initial connection|refused to talk to me|while connecting", re.I),
-    ),
+    ("helo", rules(r"after ehlo\b|after helo\b|in reply to (?:the )?(?:ehlo|helo)")),
+    ("connect", rules(r"after initial connection|refused to talk to me|while connecting")),
     (
         "rcpt",
-        re.compile(
-            r"in reply to (?:the )?rcpt|after rcpt\b|did not like our rcpt|>>> rcpt to|"
-            r"\b5\.1\.1 <?[^\s<>]+@[^\s<>]+?>?\.\.\. user unknown|"
+        rules(
+            r"in reply to (?:the )?rcpt|after rcpt\b|did not like our rcpt|>>> rcpt to",
+            r"\b5\.1\.1 <?[^\s<>]+@[^\s<>]+?>?\.\.\. user unknown",
             r"does not like recipient|smtp:rcpt|after rcpt command|\[rcpt_to\]",
-            re.I,
         ),
     ),
     (
         "data",
-        re.compile(
-            r"in reply to (?:the )?(?:end of )?data|after (?:end of )?data\b|final data|"
-            r"for text command|failed after i sent the message|>>> data\b|"
-            r"smtp command\s*\n\s*data\b",
-            re.I,
+        rules(
+            r"in reply to (?:the )?(?:end of )?data|after (?:end of )?data\b|final data",
+            r"for text command|failed after i sent the message|>>> data\b",
+            r"smtp command\s+data\b",
         ),
     ),
 )
@@ -140,7 +163,8 @@ _STAGES: tuple[tuple[str, re.Pattern[str]], ...] = (
 
 def smtp_stage(text: str) -> str | None:
     """``mail``, ``helo``, ``connect``, ``rcpt`` or ``data`` if the text says so."""
-    for stage, pattern in _STAGES:
-        if pattern.search(text):
+    low = prepare(text)
+    for stage, stage_rules in _STAGES:
+        if any(rule.search(low) for rule in stage_rules):
             return stage
     return None

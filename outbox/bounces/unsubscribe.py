@@ -9,7 +9,6 @@ address; mail apps (Apple Mail, Gmail, Outlook) send a short message with the su
 from __future__ import annotations
 
 import re
-from email.message import Message
 
 from outbox.bounces import mime
 from outbox.bounces.addresses import clean_address, is_plausible
@@ -17,7 +16,7 @@ from outbox.bounces.addresses import clean_address, is_plausible
 _SUBJECT = re.compile(r"^\s*(?:unsubscribe|opt[- ]?out)\s*$", re.I)
 
 
-def requester(msg: Message) -> str | None:
+def requester(msg: mime.Part) -> str | None:
     """The address asking to be removed, or ``None`` if this is not such a request."""
     if not _SUBJECT.match(mime.header(msg, "Subject")):
         return None

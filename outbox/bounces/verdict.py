@@ -152,7 +152,8 @@ def judge(failure: Failure) -> Verdict | None:
         reason, hard = "filtered", False
     if hard and reason == "user_unknown" and reasons.FILTER_UNKNOWN_USER.search(diagnostic):
         reason, hard = "filtered", False
-    if temporary:
+    null_mx = reason == "no_mail_host" and any(reasons.NULL_MX.search(t) for t in texts)
+    if temporary and not (null_mx and not delayed):
         hard = False
     if delayed:
         reason = "delayed"

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from email.message import Message
 
 from outbox.bounces import mime
 
@@ -43,7 +42,7 @@ def find_token(values: Iterable[str], prefix: str = DEFAULT_PREFIX) -> str | Non
     return None
 
 
-def token_of(msg: Message, returned: Message | None, extra: Iterable[str] = ()) -> str | None:
+def token_of(msg: mime.Part, returned: mime.Part | None, extra: Iterable[str] = ()) -> str | None:
     """Token from the bounce's envelope headers, then from the returned original."""
     values: list[str] = []
     for name in _ENVELOPE_HEADERS:

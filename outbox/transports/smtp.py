@@ -16,6 +16,7 @@ import threading
 from dataclasses import dataclass
 from urllib.parse import unquote, urlsplit
 
+from outbox.config import Settings
 from outbox.errors import ConfigError
 from outbox.models import Reply, Stage
 from outbox.transports.base import OutgoingMessage
@@ -34,6 +35,7 @@ class SmtpConfig:
     connect_timeout: float = 10.0
     command_timeout: float = 60.0
     local_hostname: str | None = None
+    ca_file: str | None = None  # trust this CA bundle instead of the system's
 
     @classmethod
     def from_url(cls, url: str, **options: object) -> SmtpConfig:
@@ -49,6 +51,16 @@ class SmtpConfig:
             username=unquote(parts.username) if parts.username else None,
             password=unquote(parts.password) if parts.password else None,
             **options,  # type: ignore[arg-type]
+        )
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> SmtpConfig:
+        return cls.from_url(
+            settings.smtp_url,
+            starttls=settings.smtp_starttls,
+            connect_timeout=settings.smtp_connect_timeout,
+            command_timeout=settings.smtp_command_timeout,
+            ca_file=settings.smtp_ca_file or None,
         )
 
     def __repr__(self) -> str:  # never print the password
@@ -112,7 +124,7 @@ class SmtpTransport:
 
     def _open(self) -> smtplib.SMTP:
         config = self.config
-        context = ssl.create_default_context()
+        context = ssl.create_default_context(cafile=config.ca_file or None)
         smtp: smtplib.SMTP
         if config.implicit_tls:
             smtp = smtplib.SMTP_SSL(
@@ -124,6 +136,9 @@ class SmtpTransport:
             smtp = smtplib.SMTP(
                 local_hostname=config.local_hostname, timeout=config.connect_timeout
             )
+        # smtplib only records the host for STARTTLS's certificate check when
+        # it connects from its constructor, which would hide the failing stage.
+        smtp._host = config.host  # type: ignore[attr-defined]
         try:
             code, text = _with_stage(Stage.CONNECT, smtp.connect, config.host, config.port)
             if code != 220:

@@ -1,0 +1,108 @@
+"""The ``outbox`` command, run as a child process like an operator would."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import psycopg
+
+from outbox import enqueue
+from outbox.config import Settings
+from tests.integration.helpers import LOGIN, add_newsletter, query, statuses
+
+
+def outbox(
+    settings: Settings, *args: str, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "outbox.cli", *args],
+        env={**settings.to_env(), **(env or {})},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+def test_migrate_is_idempotent(settings: Settings) -> None:
+    result = outbox(settings, "migrate")
+    assert result.returncode == 0
+    assert "schema is up to date" in result.stdout
+
+
+def test_status_json(settings: Settings) -> None:
+    add_newsletter(settings, 3)
+    query(settings, "UPDATE email_outbox SET status = 'dead' WHERE id = 1 RETURNING id")
+    result = outbox(settings, "status", "--json")
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout)
+    counts = {(c["status"], c["priority"]): c["count"] for c in report["counts"]}
+    assert counts == {("dead", "bulk"): 1, ("pending", "bulk"): 2}
+    assert report["oldest_unsent_seconds"]["bulk"] >= 0
+    human = outbox(settings, "status")
+    assert "pending" in human.stdout
+    assert "oldest unsent bulk" in human.stdout
+
+
+def test_show_hides_the_recipient(settings: Settings) -> None:
+    with psycopg.connect(settings.database_url) as conn:
+        result = enqueue(conn, idempotency_key="order-1234-confirmation", to="alice@example.com",
+                         template="login_code", params=LOGIN, settings=settings)  # fmt: skip
+        conn.commit()
+    query(settings, "UPDATE email_outbox SET status = 'failed', status_reason = '550 5.1.1 unknown'"
+          " RETURNING id")  # fmt: skip
+    for ref in ("order-1234-confirmation", result.message_id):
+        shown = outbox(settings, "show", ref)
+        assert shown.returncode == 0, shown.stderr
+        assert result.message_id in shown.stdout
+        assert "alice@" not in shown.stdout
+        assert "@example.com" in shown.stdout
+        assert "pending -> failed (550 5.1.1 unknown)" in shown.stdout
+    as_json = json.loads(outbox(settings, "show", "order-1234-confirmation", "--json").stdout)
+    assert as_json["email"]["status"] == "failed"
+    assert as_json["events"][0]["to_status"] == "failed"
+    missing = outbox(settings, "show", "nope")
+    assert missing.returncode == 1
+    assert "no email" in missing.stderr
+
+
+def test_requeue(settings: Settings) -> None:
+    add_newsletter(settings, 4)
+    query(
+        settings, "UPDATE email_outbox SET status = 'dead', attempts = 8 WHERE id <= 2 RETURNING id"
+    )
+    query(settings, "UPDATE email_outbox SET status = 'held' WHERE id = 3 RETURNING id")
+    one = outbox(settings, "requeue", "nl-0")
+    assert one.returncode == 0, one.stderr
+    assert "requeued 1" in one.stdout
+    assert outbox(settings, "requeue", "--dead").stdout.strip() == "requeued 1 emails"
+    assert outbox(settings, "requeue", "--held").stdout.strip() == "requeued 1 emails"
+    assert statuses(settings) == {"pending": 4}
+    assert query(settings, "SELECT max(attempts) FROM email_outbox")[0][0] == 0
+    reasons = {
+        r[0] for r in query(settings, "SELECT reason FROM email_event WHERE to_status = 'pending'")
+    }
+    assert reasons == {"requeued by operator"}
+    nothing = outbox(settings, "requeue", "nl-3")  # pending: nothing to requeue
+    assert nothing.returncode == 1
+
+
+def test_sweep(settings: Settings) -> None:
+    add_newsletter(settings, 2)
+    query(settings, "UPDATE email_outbox SET status = 'queued', locked_at = now() - interval '1 hour'"
+          " RETURNING id")  # fmt: skip
+    result = outbox(settings, "sweep")
+    assert result.returncode == 0, result.stderr
+    assert "requeued 2 queued rows" in result.stdout
+    assert statuses(settings) == {"pending": 2}
+
+
+def test_bad_configuration_is_a_clear_error(settings: Settings) -> None:
+    result = outbox(settings, "status", env={"OUTBOX_MAX_ATTEMPTS": "lots"})
+    assert result.returncode == 2
+    assert "OUTBOX_MAX_ATTEMPTS='lots' is not a valid int" in result.stderr
+    unreachable = outbox(settings, "status", env={"DATABASE_URL": "postgresql://127.0.0.1:1/x"})
+    assert unreachable.returncode == 2
+    assert "cannot reach Postgres" in unreachable.stderr

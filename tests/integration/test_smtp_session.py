@@ -1,0 +1,135 @@
+"""TLS, authentication and session refusals against a real aiosmtpd server."""
+
+from __future__ import annotations
+
+import ssl
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trustme
+from aiosmtpd.smtp import AuthResult, LoginPassword
+
+from outbox.models import Stage
+from outbox.sink import SmtpSink
+from outbox.transports.base import OutgoingMessage
+from outbox.transports.smtp import SmtpConfig, SmtpTransport
+
+MESSAGE = OutgoingMessage(
+    envelope_from="no-reply@shop.example",
+    recipient="alice@example.com",
+    data=b"From: no-reply@shop.example\r\nTo: alice@example.com\r\nSubject: hi\r\n"
+    b"Message-ID: <m1@shop.example>\r\n\r\n.leading dot\r\nbody\r\n",
+    message_id="<m1@shop.example>",
+    idempotency_key="k1",
+)
+
+
+@pytest.fixture(scope="module")
+def ca() -> trustme.CA:
+    return trustme.CA()
+
+
+@pytest.fixture
+def ca_file(ca: trustme.CA, tmp_path: Path) -> str:
+    path = tmp_path / "ca.pem"
+    ca.cert_pem.write_to_path(str(path))
+    return str(path)
+
+
+def server_tls(ca: trustme.CA) -> ssl.SSLContext:
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    ca.issue_cert("127.0.0.1").configure_cert(context)
+    return context
+
+
+def check_password(
+    server: Any, session: Any, envelope: Any, mechanism: str, data: Any
+) -> AuthResult:
+    ok = isinstance(data, LoginPassword) and (data.login, data.password) == (b"app", b"s3cret:/@")
+    return AuthResult(success=ok, handled=False)  # handled=False: aiosmtpd answers 535
+
+
+@pytest.fixture
+def tls_sink(ca: trustme.CA) -> Iterator[SmtpSink]:
+    with SmtpSink(
+        tls_context=server_tls(ca),
+        require_starttls=True,
+        authenticator=check_password,
+        auth_required=True,
+    ) as sink:
+        yield sink
+
+
+def send(config: SmtpConfig) -> Any:
+    transport = SmtpTransport(config)
+    try:
+        return transport.send(MESSAGE)
+    finally:
+        transport.close()
+
+
+def test_starttls_and_auth(tls_sink: SmtpSink, ca_file: str) -> None:
+    # Credentials with URL-escaped characters.
+    url = f"smtp://app:s3cret%3A%2F%40@127.0.0.1:{tls_sink.port}"
+    reply = send(SmtpConfig.from_url(url, starttls="required", ca_file=ca_file))
+    assert (reply.stage, reply.code) == (Stage.FINAL_REPLY, 250)
+    assert len(tls_sink.messages) == 1
+    # Dot-stuffing survived the trip: the body is exactly what was sent.
+    assert tls_sink.messages[0].data.endswith(b"\r\n.leading dot\r\nbody\r\n")
+
+
+def test_wrong_password_is_a_session_refusal(tls_sink: SmtpSink, ca_file: str) -> None:
+    url = f"smtp://app:wrong@127.0.0.1:{tls_sink.port}"
+    reply = send(SmtpConfig.from_url(url, starttls="required", ca_file=ca_file))
+    assert reply.stage is Stage.AUTH
+    assert reply.code == 535
+    assert tls_sink.messages == []
+
+
+def test_untrusted_certificate_fails_at_starttls(tls_sink: SmtpSink) -> None:
+    url = f"smtp://app:x@127.0.0.1:{tls_sink.port}"
+    reply = send(SmtpConfig.from_url(url, starttls="required"))
+    assert reply.stage is Stage.STARTTLS
+    assert reply.code is None
+    assert reply.error is not None
+    assert reply.error.startswith("tls")
+
+
+def test_required_starttls_refuses_a_plain_relay() -> None:
+    with SmtpSink() as plain:
+        reply = send(SmtpConfig.from_url(plain.url, starttls="required"))
+        assert reply.stage is Stage.STARTTLS
+        assert reply.error == "relay does not offer STARTTLS"
+        assert plain.messages == []
+
+
+def test_implicit_tls(ca: trustme.CA, ca_file: str) -> None:
+    with SmtpSink(ssl_context=server_tls(ca)) as sink:
+        reply = send(SmtpConfig.from_url(f"smtps://127.0.0.1:{sink.port}", ca_file=ca_file))
+        assert reply.code == 250
+        assert len(sink.messages) == 1
+
+
+def test_one_connection_is_reused_and_reopened(ca_file: str) -> None:
+    with SmtpSink() as sink:
+        transport = SmtpTransport(SmtpConfig.from_url(sink.url))
+        try:
+            for _ in range(3):
+                assert transport.send(MESSAGE).code == 250
+            assert len(transport._open_connections) == 1
+            # The relay drops idle connections: the next send reconnects by itself.
+            next(iter(transport._open_connections)).sock.close()  # type: ignore[union-attr]
+            assert transport.send(MESSAGE).code == 250
+        finally:
+            transport.close()
+        assert len(sink.messages) == 4
+
+
+def test_config_from_url_hides_the_password() -> None:
+    config = SmtpConfig.from_url("smtps://user:hunter2@relay.example")
+    assert (config.host, config.port, config.implicit_tls) == ("relay.example", 465, True)
+    assert config.password == "hunter2"
+    assert "hunter2" not in repr(config)
+    assert SmtpConfig.from_url("smtp://relay.example").port == 25
