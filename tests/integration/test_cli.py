@@ -48,11 +48,20 @@ def test_status_json(settings: Settings) -> None:
 
 def test_show_hides_the_recipient(settings: Settings) -> None:
     with psycopg.connect(settings.database_url) as conn:
-        result = enqueue(conn, idempotency_key="order-1234-confirmation", to="alice@example.com",
-                         template="login_code", params=LOGIN, settings=settings)  # fmt: skip
+        result = enqueue(
+            conn,
+            idempotency_key="order-1234-confirmation",
+            to="alice@example.com",
+            template="login_code",
+            params=LOGIN,
+            settings=settings,
+        )
         conn.commit()
-    query(settings, "UPDATE email_outbox SET status = 'failed', status_reason = '550 5.1.1 unknown'"
-          " RETURNING id")  # fmt: skip
+    query(
+        settings,
+        "UPDATE email_outbox SET status = 'failed', status_reason = '550 5.1.1 unknown'"
+        " RETURNING id",
+    )
     for ref in ("order-1234-confirmation", result.message_id):
         shown = outbox(settings, "show", ref)
         assert shown.returncode == 0, shown.stderr
@@ -91,8 +100,11 @@ def test_requeue(settings: Settings) -> None:
 
 def test_sweep(settings: Settings) -> None:
     add_newsletter(settings, 2)
-    query(settings, "UPDATE email_outbox SET status = 'queued', locked_at = now() - interval '1 hour'"
-          " RETURNING id")  # fmt: skip
+    query(
+        settings,
+        "UPDATE email_outbox SET status = 'queued', locked_at = now() - interval '1 hour'"
+        " RETURNING id",
+    )
     result = outbox(settings, "sweep")
     assert result.returncode == 0, result.stderr
     assert "requeued 2 queued rows" in result.stdout
