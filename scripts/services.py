@@ -23,6 +23,8 @@ STATE = ROOT / ".dev"
 
 def answers(url: str, default_port: int) -> bool:
     parts = urlsplit(url)
+    if not parts.hostname:  # a Unix socket (host=/path in the query): let the client try
+        return True
     try:
         with socket.create_connection(
             (parts.hostname or "127.0.0.1", parts.port or default_port), 2
