@@ -19,6 +19,7 @@ from outbox import store
 from outbox.config import Settings, default_settings
 from outbox.errors import OutboxError
 from outbox.redact import recipient_tag
+from outbox.validate import normalize_address
 
 log = logging.getLogger("outbox")
 
@@ -60,6 +61,13 @@ def _parser() -> argparse.ArgumentParser:
     which.add_argument("ref", nargs="?", metavar="KEY|MESSAGE-ID")
     which.add_argument("--dead", action="store_true", help="every dead email")
     which.add_argument("--held", action="store_true", help="every held email")
+    suppress = command("suppress", cmd_suppress, "manage the suppression list")
+    suppress.add_argument("action", choices=["add", "remove", "list", "check"])
+    suppress.add_argument("address", nargs="?")
+    suppress.add_argument(
+        "--scope", choices=["all", "bulk"], default="all", help="bulk: only newsletters (add)"
+    )
+    suppress.add_argument("--reason", default="manual", help="recorded with the entry (add)")
     demo = command("demo", cmd_demo, "send a login code and a newsletter through the pipeline")
     demo.add_argument("--newsletter", type=int, default=1000, help="newsletter recipients")
     demo.add_argument("--timeout", type=float, default=180.0, help="seconds to wait")
@@ -173,6 +181,37 @@ def cmd_requeue(settings: Settings, args: argparse.Namespace) -> int:
         print(f"no failed, dead or held email with key or Message-ID {args.ref!r}", file=sys.stderr)
         return 1
     print(f"requeued {len(woken)} emails")
+    return 0
+
+
+def cmd_suppress(settings: Settings, args: argparse.Namespace) -> int:
+    if args.action != "list" and not args.address:
+        print(f"outbox suppress {args.action} needs an ADDRESS", file=sys.stderr)
+        return 2
+    with _connect(settings) as conn:
+        if args.action == "add":
+            address = normalize_address(args.address)
+            added = store.suppress(conn, address, reason=args.reason, scope=args.scope)
+            conn.commit()
+            print(f"suppressed ({args.scope})" if added else "already suppressed")
+        elif args.action == "remove":
+            removed = store.unsuppress(conn, args.address)
+            conn.commit()
+            print("removed" if removed else "not suppressed")
+            return 0 if removed else 1
+        elif args.action == "check":
+            found = store.find_suppression(conn, args.address)
+            if found is None:
+                print("not suppressed")
+                return 1
+            since = f"{found.created_at:%Y-%m-%d %H:%M}"
+            print(f"suppressed ({found.scope}): {found.reason} since {since}")
+        else:
+            for entry in store.list_suppressions(conn):
+                print(
+                    f"{entry.created_at:%Y-%m-%d %H:%M}  {entry.scope:<4}  {entry.reason:<12}  "
+                    f"{entry.address}"
+                )
     return 0
 
 

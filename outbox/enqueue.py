@@ -30,6 +30,11 @@ class Enqueued:
     message_id: str
     created: bool  # False when the key already existed: nothing new was written
     idempotency_key: str
+    status: str = "pending"  # "suppressed": the recipient is on the suppression list
+
+    @property
+    def suppressed(self) -> bool:
+        return self.status == "suppressed"
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,7 +61,10 @@ def enqueue(
     """Add one email to the outbox in ``conn``'s current transaction.
 
     It runs one statement and never commits: the email exists exactly when the
-    caller's business transaction commits. A key that exists already returns
+    caller's business transaction commits. A recipient on the suppression list
+    (for a ``bulk`` email, or for all mail) gets an audit row in status
+    ``suppressed`` that is never sent: ``result.suppressed`` says so; the
+    check is an indexed lookup inside the same statement. A key that exists already returns
     ``created=False`` and the stored Message-ID; a key reused for different
     content (recipient, template, params or priority) raises
     :class:`~outbox.errors.IdempotencyConflict`, because one business event
@@ -77,7 +85,7 @@ def enqueue(
         raise IdempotencyConflict(
             f"idempotency key {row.key!r} was used before for an email with different content"
         )
-    return Enqueued(result.id, result.message_id, result.created, row.key)
+    return Enqueued(result.id, result.message_id, result.created, row.key, result.status)
 
 
 def enqueue_many(
@@ -126,7 +134,7 @@ def enqueue_many(
         raise IdempotencyConflict(
             "keys used before for emails with different content: " + ", ".join(results.conflicts)
         )
-    return [Enqueued(i, m, c, k) for k, i, m, c in results.rows]
+    return [Enqueued(i, m, c, k, s) for k, i, m, c, s in results.rows]
 
 
 def _validated(

@@ -16,6 +16,7 @@ class Status(StrEnum):
     FAILED = "failed"  # permanently refused (5yz)
     DEAD = "dead"  # retries or age exhausted
     HELD = "held"  # parked for an operator after an uncertain delivery
+    SUPPRESSED = "suppressed"  # the recipient was on the suppression list: never sent
 
 
 class Priority(StrEnum):

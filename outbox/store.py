@@ -39,11 +39,12 @@ class Inserted:
     message_id: str
     content_hash: str
     created: bool
+    status: str
 
 
 @dataclass(frozen=True, slots=True)
 class InsertedMany:
-    rows: list[tuple[str, int, str, bool]]  # key, id, message_id, created
+    rows: list[tuple[str, int, str, bool, str]]  # key, id, message_id, created, status
     conflicts: list[str]
 
 
@@ -135,7 +136,7 @@ def insert_message(
             row = cur.execute(queries["find_by_key"], args).fetchone()
         if row is None:
             raise StoreError(f"idempotency key {key!r} neither inserted nor found")
-    return Inserted(row[0], row[1], row[2], row[3])
+    return Inserted(row[0], row[1], row[2], row[3], row[4])
 
 
 def insert_many(
@@ -154,7 +155,7 @@ def insert_many(
         for priority in priorities:
             cur.execute(queries["notify_due"], {"priority": priority})
         cur.execute(queries["clear_staging"])
-    return InsertedMany([(r[0], r[1], r[2], r[3]) for r in inserted], [])
+    return InsertedMany([(r[0], r[1], r[2], r[3], r[4]) for r in inserted], [])
 
 
 def count_in_flight(conn: Conn, priority: str) -> int:
@@ -264,3 +265,51 @@ def status_counts_by_prefix(conn: Conn, prefix: str) -> list[tuple[str, str, int
 def sent_by_prefix(conn: Conn, prefix: str) -> list[dict[str, Any]]:
     with translate_errors(), conn.cursor(row_factory=dict_row) as cur:
         return cur.execute(queries["sent_by_prefix"], {"prefix": prefix}).fetchall()
+
+
+@dataclass(frozen=True, slots=True)
+class Suppression:
+    address: str
+    scope: str  # all | bulk
+    reason: str
+    detail: str | None
+    source_bounce_id: int | None
+    created_at: dt.datetime
+
+
+def suppress(
+    conn: Conn,
+    address: str,
+    *,
+    reason: str,
+    scope: str = "all",
+    detail: str | None = None,
+    source_bounce_id: int | None = None,
+) -> bool:
+    """Add (or widen) a suppression; False when the address was already covered."""
+    args = {
+        "address": address,
+        "scope": scope,
+        "reason": reason,
+        "detail": detail,
+        "source_bounce_id": source_bounce_id,
+    }
+    with translate_errors():
+        return conn.execute(queries["suppress"], args).fetchone() is not None
+
+
+def unsuppress(conn: Conn, address: str) -> bool:
+    with translate_errors():
+        return conn.execute(queries["unsuppress"], {"address": address}).fetchone() is not None
+
+
+def find_suppression(conn: Conn, address: str) -> Suppression | None:
+    with translate_errors(), conn.cursor(row_factory=tuple_row) as cur:
+        row = cur.execute(queries["find_suppression"], {"address": address}).fetchone()
+    return Suppression(*row) if row else None
+
+
+def list_suppressions(conn: Conn, limit: int = 1000) -> list[Suppression]:
+    with translate_errors(), conn.cursor(row_factory=tuple_row) as cur:
+        rows = cur.execute(queries["list_suppressions"], {"limit": limit}).fetchall()
+    return [Suppression(*r) for r in rows]

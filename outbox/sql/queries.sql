@@ -1,23 +1,33 @@
 -- insert_message --
--- Insert one email unless its key exists; wake the relays at commit.
-WITH inserted AS (
+-- Insert one email unless its key exists; a suppressed recipient's email is
+-- written as a `suppressed` audit row that is never sent. Wakes the relays at
+-- commit when there is something to send.
+WITH suppression AS (
+    SELECT reason FROM email_suppression
+    WHERE address = lower(%(recipient)s) AND (scope = 'all' OR %(priority)s = 'bulk')
+), inserted AS (
     INSERT INTO email_outbox
-        (idempotency_key, recipient, template, params, content_hash, message_id, priority, status_reason)
-    VALUES (%(key)s, %(recipient)s, %(template)s, %(params)s, %(content_hash)s, %(message_id)s,
-            %(priority)s, 'enqueued')
+        (idempotency_key, recipient, template, params, content_hash, message_id, priority, status,
+         status_reason)
+    SELECT %(key)s, %(recipient)s, %(template)s, %(params)s, %(content_hash)s, %(message_id)s,
+           %(priority)s,
+           CASE WHEN s.reason IS NULL THEN 'pending' ELSE 'suppressed' END,
+           CASE WHEN s.reason IS NULL THEN 'enqueued' ELSE 'recipient suppressed: ' || s.reason END
+    FROM (SELECT 1) AS one LEFT JOIN suppression s ON true
     ON CONFLICT (idempotency_key) DO NOTHING
-    RETURNING id, message_id, content_hash, priority
+    RETURNING id, message_id, content_hash, priority, status
 )
-SELECT id, message_id, content_hash, true AS created, pg_notify('outbox_due', priority)
+SELECT id, message_id, content_hash, true AS created, status,
+       CASE WHEN status = 'pending' THEN pg_notify('outbox_due', priority) END
 FROM inserted
 UNION ALL
-SELECT id, message_id, content_hash, false, NULL
+SELECT id, message_id, content_hash, false, status, NULL
 FROM email_outbox
 WHERE idempotency_key = %(key)s AND NOT EXISTS (SELECT FROM inserted);
 
 -- find_by_key --
 -- The stored identity of a key, for a key inserted by a concurrent transaction.
-SELECT id, message_id, content_hash, false AS created, NULL
+SELECT id, message_id, content_hash, false AS created, status, NULL
 FROM email_outbox WHERE idempotency_key = %(key)s;
 
 -- create_staging --
@@ -45,16 +55,24 @@ WHERE o.content_hash <> s.content_hash
 LIMIT 5;
 
 -- insert_staging --
--- Move the scratch rows into the outbox; existing keys are left alone.
+-- Move the scratch rows into the outbox; existing keys are left alone and
+-- suppressed recipients get `suppressed` audit rows.
 WITH inserted AS (
     INSERT INTO email_outbox
-        (idempotency_key, recipient, template, params, content_hash, message_id, priority, status_reason)
-    SELECT idempotency_key, recipient, template, params, content_hash, message_id, priority, 'enqueued'
-    FROM email_outbox_staging
+        (idempotency_key, recipient, template, params, content_hash, message_id, priority, status,
+         status_reason)
+    SELECT s.idempotency_key, s.recipient, s.template, s.params, s.content_hash, s.message_id,
+           s.priority,
+           CASE WHEN x.reason IS NULL THEN 'pending' ELSE 'suppressed' END,
+           CASE WHEN x.reason IS NULL THEN 'enqueued' ELSE 'recipient suppressed: ' || x.reason END
+    FROM email_outbox_staging s
+    LEFT JOIN email_suppression x
+        ON x.address = lower(s.recipient) AND (x.scope = 'all' OR s.priority = 'bulk')
     ON CONFLICT (idempotency_key) DO NOTHING
-    RETURNING idempotency_key, id
+    RETURNING idempotency_key, id, status
 )
-SELECT s.idempotency_key, coalesce(i.id, o.id) AS id, s.message_id, i.id IS NOT NULL AS created
+SELECT s.idempotency_key, coalesce(i.id, o.id) AS id, s.message_id, i.id IS NOT NULL AS created,
+       coalesce(i.status, o.status) AS status
 FROM email_outbox_staging s
 LEFT JOIN inserted i USING (idempotency_key)
 LEFT JOIN email_outbox o ON i.id IS NULL AND o.idempotency_key = s.idempotency_key;
@@ -235,3 +253,27 @@ SELECT idempotency_key, priority, message_id, provider_message_id,
 FROM email_outbox
 WHERE idempotency_key LIKE %(prefix)s || '%%' AND status = 'sent'
 ORDER BY sent_at;
+
+-- suppress --
+-- Stop mail to an address; a wider scope ('all') replaces a narrower one.
+INSERT INTO email_suppression (address, scope, reason, detail, source_bounce_id)
+VALUES (lower(%(address)s), %(scope)s, %(reason)s, %(detail)s, %(source_bounce_id)s)
+ON CONFLICT (address) DO UPDATE
+SET scope = 'all', reason = excluded.reason, detail = excluded.detail,
+    source_bounce_id = excluded.source_bounce_id, created_at = now()
+WHERE excluded.scope = 'all' AND email_suppression.scope <> 'all'
+RETURNING address;
+
+-- unsuppress --
+-- Allow mail to an address again.
+DELETE FROM email_suppression WHERE address = lower(%(address)s) RETURNING address;
+
+-- find_suppression --
+-- Why an address is suppressed, if it is.
+SELECT address, scope, reason, detail, source_bounce_id, created_at
+FROM email_suppression WHERE address = lower(%(address)s);
+
+-- list_suppressions --
+-- Suppressed addresses, newest first.
+SELECT address, scope, reason, detail, source_bounce_id, created_at
+FROM email_suppression ORDER BY created_at DESC LIMIT %(limit)s;
