@@ -29,6 +29,8 @@ class Settings:
     smtp_ca_file: str = ""  # CA bundle for a relay with a private certificate
     sender: str = "Outbox <no-reply@outbox.localhost>"  # OUTBOX_FROM
     message_id_domain: str = "outbox.localhost"
+    bounce_domain: str = ""  # VERP return paths bounces+TOKEN@this domain; empty: OUTBOX_FROM
+    secret: str = ""  # signs VERP and unsubscribe tokens (OUTBOX_SECRET)
     templates: Path = PACKAGE_TEMPLATES
     namespace: str = "outbox"  # prefix of broker queues and keys
     max_in_flight: int = 2000  # rows queued or sending, per priority
@@ -74,6 +76,8 @@ class Settings:
         for name in ("max_in_flight", "bulk_batch", "claim_batch", "max_attempts"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"OUTBOX_{name.upper()} must be at least 1")
+        if self.bounce_domain and not self.secret:
+            raise ConfigError("OUTBOX_BOUNCE_DOMAIN needs OUTBOX_SECRET to sign return paths")
         if not self.templates.is_dir():
             raise ConfigError(f"OUTBOX_TEMPLATES: {self.templates} is not a directory")
 

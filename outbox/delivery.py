@@ -30,6 +30,7 @@ from outbox.render import template_set
 from outbox.retry import RetryPolicy, decide
 from outbox.transports.base import OutgoingMessage, Transport
 from outbox.validate import ascii_address
+from outbox.verp import return_path
 
 log = logging.getLogger(__name__)
 
@@ -162,13 +163,20 @@ class Delivery:
             extra_headers=(("Auto-Submitted", "auto-generated"),) if transactional else (),
         )
         return OutgoingMessage(
-            envelope_from=self.envelope_from,
+            envelope_from=self._return_path(row.id),
             recipient=recipient,
             data=build_message(envelope, rendered.text, rendered.html),
             message_id=row.message_id,
             idempotency_key=row.idempotency_key,
             smtputf8=ascii_recipient is None,
         )
+
+    def _return_path(self, outbox_id: int) -> str:
+        """VERP when a bounce domain is set: the bounce names its row."""
+        settings = self.settings
+        if not settings.bounce_domain:
+            return self.envelope_from
+        return return_path(outbox_id, domain=settings.bounce_domain, secret=settings.secret)
 
     def _record(self, records: list[store.AttemptRecord], worker: str) -> None:
         for delay in (*_RECORD_RETRY_DELAYS, None):

@@ -20,6 +20,7 @@ from outbox.models import Priority
 from outbox.relay import Relay
 from outbox.sink import ACCEPT, Behaviour, SmtpSink
 from outbox.transports.smtp import SmtpConfig, SmtpTransport
+from outbox.verp import outbox_id_from_token, token_from_address
 from tests.integration.helpers import LOGIN, add_newsletter, pool, query, statuses
 
 
@@ -302,3 +303,17 @@ def test_message_arriving_before_the_relay_commits_is_still_sent(settings: Setti
             worker.join(timeout=10)
     assert statuses(settings) == {"sent": 3}
     assert len(sink.messages) == 3
+
+
+def test_verp_return_path_names_the_row(settings: Settings) -> None:
+    settings = dataclasses.replace(settings, bounce_domain="bounces.shop.example", secret="k")
+    login = add(settings, "login-1", "alice@example.com")
+    with harness(settings) as (h, sink):
+        h.run()
+    mail_from = sink.messages[0].mail_from
+    token = token_from_address(mail_from)
+    assert mail_from.endswith("@bounces.shop.example")
+    assert token is not None
+    assert outbox_id_from_token(token, secret="k") == login
+    # The From header still shows the configured sender.
+    assert b"From: Outbox <no-reply@outbox.localhost>" in sink.messages[0].data
