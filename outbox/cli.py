@@ -10,6 +10,7 @@ import signal
 import sys
 import threading
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import psycopg
@@ -68,6 +69,9 @@ def _parser() -> argparse.ArgumentParser:
         "--scope", choices=["all", "bulk"], default="all", help="bulk: only newsletters (add)"
     )
     suppress.add_argument("--reason", default="manual", help="recorded with the entry (add)")
+    bounces = command("bounces", cmd_bounces, "receive, ingest and classify bounces")
+    bounces.add_argument("action", choices=["serve", "ingest", "classify", "reprocess"])
+    bounces.add_argument("files", nargs="*", metavar="FILE", help="a message file, or - for stdin")
     demo = command("demo", cmd_demo, "send a login code and a newsletter through the pipeline")
     demo.add_argument("--newsletter", type=int, default=1000, help="newsletter recipients")
     demo.add_argument("--timeout", type=float, default=180.0, help="seconds to wait")
@@ -95,9 +99,7 @@ def cmd_relay(settings: Settings, args: argparse.Namespace) -> int:
     from jobs.queues import make_broker  # noqa: PLC0415
     from outbox.relay import Relay  # noqa: PLC0415
 
-    stop = threading.Event()
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(signum, lambda *_: stop.set())
+    stop = _stop_on_signals()
     with ConnectionPool(
         settings.database_url,
         min_size=1,
@@ -213,6 +215,47 @@ def cmd_suppress(settings: Settings, args: argparse.Namespace) -> int:
                     f"{entry.address}"
                 )
     return 0
+
+
+def cmd_bounces(settings: Settings, args: argparse.Namespace) -> int:
+    if args.action == "classify":
+        from outbox.bounces.cli import classify_command  # noqa: PLC0415
+
+        return classify_command(args.files or ["-"], sys.stdout)
+    if args.action == "serve":
+        from outbox.bounce_server import serve  # noqa: PLC0415
+
+        serve(settings, _stop_on_signals())
+        return 0
+    from outbox import feedback  # noqa: PLC0415
+
+    with _connect(settings) as conn:
+        if args.action == "reprocess":
+            print(f"processed {feedback.process_pending(conn, settings)} bounces")
+            return 0
+        for path in args.files or ["-"]:
+            raw = sys.stdin.buffer.read() if path == "-" else Path(path).read_bytes()
+            done = feedback.ingest(conn, raw, settings, envelope_to=os.environ.get("RECIPIENT"))
+            print(
+                json.dumps(
+                    {
+                        "bounce_id": done.bounce_id,
+                        "link": done.link.via,
+                        "outbox_id": done.link.outbox_id,
+                        "forged": done.link.forged,
+                        "results": [r.to_json() for r in done.results],
+                        "suppressed": [recipient_tag(a) for a in done.suppressed],
+                    }
+                )
+            )
+    return 0
+
+
+def _stop_on_signals() -> threading.Event:
+    stop = threading.Event()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, lambda *_: stop.set())
+    return stop
 
 
 def cmd_demo(settings: Settings, args: argparse.Namespace) -> int:

@@ -31,6 +31,9 @@ class Settings:
     message_id_domain: str = "outbox.localhost"
     bounce_domain: str = ""  # VERP return paths bounces+TOKEN@this domain; empty: OUTBOX_FROM
     secret: str = ""  # signs VERP and unsubscribe tokens (OUTBOX_SECRET)
+    soft_bounce_limit: int = 5  # consecutive soft bounces that suppress an address
+    bounce_host: str = "127.0.0.1"  # where `outbox bounces serve` listens
+    bounce_port: int = 2525
     templates: Path = PACKAGE_TEMPLATES
     namespace: str = "outbox"  # prefix of broker queues and keys
     max_in_flight: int = 2000  # rows queued or sending, per priority

@@ -313,3 +313,73 @@ def list_suppressions(conn: Conn, limit: int = 1000) -> list[Suppression]:
     with translate_errors(), conn.cursor(row_factory=tuple_row) as cur:
         rows = cur.execute(queries["list_suppressions"], {"limit": limit}).fetchall()
     return [Suppression(*r) for r in rows]
+
+
+def store_bounce(conn: Conn, raw: bytes, envelope_to: str | None) -> int:
+    with translate_errors():
+        row = conn.execute(queries["store_bounce"], {"raw": raw, "envelope_to": envelope_to})
+        return int(row.fetchone()[0])  # type: ignore[index]
+
+
+@dataclass(frozen=True, slots=True)
+class StoredBounce:
+    id: int
+    envelope_to: str | None
+    raw: bytes
+    processed_at: dt.datetime | None
+
+
+def load_bounce(conn: Conn, bounce_id: int) -> StoredBounce | None:
+    with translate_errors(), conn.cursor(row_factory=tuple_row) as cur:
+        row = cur.execute(queries["load_bounce"], {"id": bounce_id}).fetchone()
+    return StoredBounce(row[0], row[1], bytes(row[2]), row[3]) if row else None
+
+
+def unprocessed_bounces(conn: Conn, limit: int = 1000) -> list[int]:
+    with translate_errors():
+        return [r[0] for r in conn.execute(queries["unprocessed_bounces"], {"limit": limit})]
+
+
+def finish_bounce(
+    conn: Conn,
+    bounce_id: int,
+    *,
+    outbox_id: int | None,
+    link: str,
+    forged: bool,
+    results: list[dict[str, Any]],
+    error: str | None = None,
+) -> None:
+    args = {
+        "id": bounce_id,
+        "outbox_id": outbox_id,
+        "link": link,
+        "forged": forged,
+        "results": orjson.dumps(results).decode(),
+        "error": error,
+    }
+    with translate_errors():
+        conn.execute(queries["finish_bounce"], args)
+
+
+def find_row_for_bounce(
+    conn: Conn, *, outbox_id: int | None, message_id: str | None
+) -> tuple[int, str] | None:
+    with translate_errors():
+        row = conn.execute(
+            queries["find_row_for_bounce"], {"id": outbox_id, "message_id": message_id}
+        ).fetchone()
+    return (int(row[0]), str(row[1])) if row else None
+
+
+def mark_bounced(conn: Conn, outbox_id: int, *, klass: str, reason: str, bounce_id: int) -> None:
+    args = {"id": outbox_id, "class": klass, "reason": reason, "bounce_id": bounce_id}
+    with translate_errors():
+        conn.execute(queries["mark_bounced"], args)
+
+
+def recent_sends_to(conn: Conn, address: str, limit: int) -> list[str | None]:
+    """Bounce verdicts of the latest rows sent to ``address``, newest first."""
+    with translate_errors():
+        rows = conn.execute(queries["recent_sends_to"], {"address": address, "limit": limit})
+        return [r[1] for r in rows]

@@ -235,7 +235,7 @@ def part_text(part: Part) -> str:
 def html_to_text(text: str) -> str:
     text = _BLOCK_TAG_RE.sub("\n", text)
     text = _TAG_RE.sub(" ", text)
-    text = html.unescape(text)
+    text = html.unescape(text).replace("\xa0", " ")
     return "\n".join(_BLANKS_RE.sub(" ", line).strip() for line in text.split("\n"))
 
 

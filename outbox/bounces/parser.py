@@ -71,9 +71,8 @@ def _parse(raw: bytes) -> list[BounceResult]:
         section=section,
         returned=original,
         original_id=returned.original_message_id(original, texts),
-        verp_token=None,
+        verp_token=verp.token_of(msg, original),
     )
-    ctx.verp_token = verp.token_of(msg, original)
 
     if arf.is_feedback_report(msg):
         return _complaints(ctx)
@@ -96,14 +95,13 @@ def _parse(raw: bytes) -> list[BounceResult]:
 
     reports = _dsn_reports(msg, texts)
     records = [r for report in reports for r in report.recipients]
-    first_text = texts[0] if texts else ""
     if not records:
-        if not autoreply.looks_like_bounce(msg, first_text):
+        # Without a report, only a message shaped like a failure notice is read as
+        # text; an auto-reply must also carry a bounce sender, subject or header.
+        if not autoreply.looks_like_bounce(msg, texts[0] if texts else ""):
             return []
-        if autoreply.is_auto_reply(msg) and not mime.header(msg, "X-Failed-Recipients"):
-            strong = autoreply.looks_like_bounce(msg, "")
-            if not strong:
-                return []
+        if autoreply.is_auto_reply(msg) and not autoreply.looks_like_bounce(msg, ""):
+            return []
     failures = _from_dsn(ctx, reports) if records else []
     if not failures:
         failures = _from_text(ctx)

@@ -277,3 +277,44 @@ FROM email_suppression WHERE address = lower(%(address)s);
 -- Suppressed addresses, newest first.
 SELECT address, scope, reason, detail, source_bounce_id, created_at
 FROM email_suppression ORDER BY created_at DESC LIMIT %(limit)s;
+
+-- store_bounce --
+-- Keep a received bounce before anything else happens to it.
+INSERT INTO email_bounce (envelope_to, raw) VALUES (%(envelope_to)s, %(raw)s) RETURNING id;
+
+-- load_bounce --
+-- A stored bounce, locked so that two processors never handle it at once.
+SELECT id, envelope_to, raw, processed_at FROM email_bounce WHERE id = %(id)s FOR UPDATE;
+
+-- unprocessed_bounces --
+-- Bounces stored but not yet processed (a crash between storing and processing).
+SELECT id FROM email_bounce WHERE processed_at IS NULL ORDER BY id LIMIT %(limit)s;
+
+-- finish_bounce --
+-- Record what processing a bounce found.
+UPDATE email_bounce
+SET processed_at = now(), outbox_id = %(outbox_id)s, link = %(link)s, forged = %(forged)s,
+    results = %(results)s, error = %(error)s
+WHERE id = %(id)s;
+
+-- find_row_for_bounce --
+-- The outbox row a bounce is about: by id (VERP) or by its Message-ID.
+SELECT id, recipient, status FROM email_outbox
+WHERE id = %(id)s OR message_id = %(message_id)s
+LIMIT 1;
+
+-- mark_bounced --
+-- Record a bounce or complaint on its row, with an event for the history.
+WITH marked AS (
+    UPDATE email_outbox SET bounce_class = %(class)s, bounced_at = now()
+    WHERE id = %(id)s
+    RETURNING id, status
+)
+INSERT INTO email_event (outbox_id, from_status, to_status, reason, actor)
+SELECT id, status, status, %(reason)s, 'bounce #' || %(bounce_id)s FROM marked;
+
+-- recent_sends_to --
+-- The latest rows sent to an address with their bounce verdicts (soft-bounce streak).
+SELECT id, bounce_class FROM email_outbox
+WHERE lower(recipient) = lower(%(address)s) AND status = 'sent'
+ORDER BY id DESC LIMIT %(limit)s;

@@ -1,0 +1,72 @@
+"""What a parsed bounce does to the outbox (pure).
+
+Trust decides everything: an address is suppressed only on the word of a
+bounce that is provably about a message we sent to it. A VERP token that
+verifies names the row; without one, the original Message-ID names a row and
+the bounce must be about that row's recipient. A token that fails to verify
+is a forgery: stored and counted, never acted on.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from outbox.bounces import BounceResult
+
+Via = Literal["verp", "message_id", "none"]
+
+
+@dataclass(frozen=True, slots=True)
+class Link:
+    via: Via
+    outbox_id: int | None = None
+    recipient: str | None = None  # of the linked row
+    forged: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Effect:
+    """Record ``klass`` on the linked row; suppress ``address`` when ``suppress`` is set."""
+
+    klass: Literal["hard", "soft", "complaint"]
+    address: str
+    suppress: Literal["hard_bounce", "complaint", "soft_streak"] | None
+    reason: str  # for the row's history
+
+
+def effects(link: Link, results: Sequence[BounceResult]) -> list[Effect]:
+    if link.forged or link.outbox_id is None or link.recipient is None:
+        return []
+    found: list[Effect] = []
+    for result in results:
+        if result.klass == "other" or result.reason == "delayed":
+            continue  # auto-replies and delay notices are not verdicts
+        if link.via == "message_id" and not _same_address(result.recipient, link.recipient):
+            continue  # a Message-ID is no secret: it vouches only for its own recipient
+        status = f" {result.status}" if result.status else ""
+        reason = f"{result.klass} bounce{status} ({link.via})"
+        if result.klass == "complaint":
+            found.append(
+                Effect("complaint", link.recipient, "complaint", f"complaint ({link.via})")
+            )
+        elif result.klass == "hard":
+            found.append(Effect("hard", link.recipient, "hard_bounce", reason))
+        else:
+            # Suppressed only if the streak check says so (it needs the row history).
+            found.append(Effect("soft", link.recipient, "soft_streak", reason))
+    return found
+
+
+def soft_streak_reached(recent: Sequence[str | None], limit: int) -> bool:
+    """``recent``: bounce verdicts of the latest rows sent to an address, newest first.
+
+    True when the last ``limit`` sends all soft-bounced: consecutive soft
+    bounces with no delivery between (a send that did not bounce breaks it).
+    """
+    return len(recent) >= limit and all(verdict == "soft" for verdict in recent[:limit])
+
+
+def _same_address(a: str | None, b: str) -> bool:
+    return a is not None and a.strip().strip("<>").lower() == b.lower()

@@ -1,0 +1,190 @@
+"""Class rules: hard only for dead addresses, everything policy-like or temporary is soft."""
+
+from __future__ import annotations
+
+import pytest
+
+from outbox.bounces.model import Failure
+from outbox.bounces.verdict import judge
+
+
+def verdict(diagnostic: str = "", **kwargs: str | None) -> tuple[str, str, str]:
+    result = judge(Failure(recipient="a@example.net", diagnostic=diagnostic, **kwargs))  # type: ignore[arg-type]
+    assert result is not None
+    return result.klass, result.reason, result.status
+
+
+@pytest.mark.parametrize(
+    ("diagnostic", "status_field", "klass", "reason"),
+    [
+        (
+            "550 5.1.1 <a@example.net>: Recipient address rejected: User unknown",
+            "5.1.1",
+            "hard",
+            "user_unknown",
+        ),
+        ("550 No such user here", None, "hard", "user_unknown"),
+        (
+            "553 sorry, that domain isn't in my list of allowed rcpthosts",
+            None,
+            "soft",
+            "relay_denied",
+        ),
+        ("550 5.1.2 Host unknown (Name server: host not found)", None, "hard", "host_unknown"),
+        ("551 5.1.6 User not local; please try <b@example.org>", None, "hard", "has_moved"),
+        ("556 5.1.10 Recipient address has null MX", None, "hard", "no_mail_host"),
+        ("553 5.1.3 Bad recipient address syntax", None, "hard", "bad_address"),
+        (
+            "550 5.7.1 Service unavailable; client [192.0.2.1] blocked using dnsbl.example.org",
+            None,
+            "soft",
+            "blocked",
+        ),
+        ("554 5.7.1 This message has been identified as spam", None, "soft", "spam"),
+        (
+            "550 5.7.26 Unauthenticated email is not accepted due to domain's DMARC policy",
+            None,
+            "soft",
+            "authentication",
+        ),
+        ("552 5.2.2 Mailbox full", None, "soft", "mailbox_full"),
+        (
+            "552 5.3.4 Message size exceeds fixed maximum message size",
+            None,
+            "soft",
+            "message_too_big",
+        ),
+        ("421 4.7.0 Too many connections from your IP", None, "soft", "rate_limited"),
+        (
+            "450 4.2.1 The user you are trying to contact is receiving mail at a rate that "
+            "prevents additional messages from being delivered",
+            None,
+            "soft",
+            "rate_limited",
+        ),
+        (
+            "550 5.2.1 The email account that you tried to reach is disabled",
+            None,
+            "soft",
+            "suspended",
+        ),
+        ("554 5.7.9 Message not accepted for policy reasons", None, "soft", "content"),
+        ("550 Rejected", None, "soft", "policy"),
+        ("retry timeout exceeded", None, "soft", "expired"),
+        ("Connection timed out", None, "soft", "network"),
+        ("554 Service currently unavailable", None, "soft", "system"),
+    ],
+)
+def test_reason_and_class(
+    diagnostic: str, status_field: str | None, klass: str, reason: str
+) -> None:
+    got = verdict(diagnostic, status=status_field)
+    assert got[:2] == (klass, reason)
+
+
+def test_policy_text_wins_over_an_address_status_code() -> None:
+    assert verdict("550 5.7.1 IP address blacklisted by recipient", status="5.1.1")[:2] == (
+        "soft",
+        "blocked",
+    )
+    assert verdict("552 sorry, mailbox over quota temporarily (#5.1.1)")[:2] == (
+        "soft",
+        "mailbox_full",
+    )
+
+
+def test_user_unknown_wording_under_a_policy_status_is_soft() -> None:
+    assert verdict("550 5.7.1 550 User Unknown: a@example.net", status="5.0.0")[0] == "soft"
+
+
+def test_temporary_status_is_never_hard() -> None:
+    klass, reason, code = verdict("DNS Error: Domain name not found: example.net", status="4.0.0")
+    assert (klass, reason, code) == ("soft", "host_unknown", "4.0.0")
+    assert (
+        verdict("450 4.1.1 <a@example.net>: Recipient address rejected: User unknown")[0] == "soft"
+    )
+
+
+def test_delayed_action_is_soft_delayed() -> None:
+    assert verdict("Connection timed out", status="4.4.1", action="delayed") == (
+        "soft",
+        "delayed",
+        "4.4.1",
+    )
+    assert verdict("", action="delayed") == ("soft", "delayed", "4.0.0")
+
+
+@pytest.mark.parametrize("action", ["delivered", "relayed", "expanded", "Delivered"])
+def test_success_actions_are_not_failures(action: str) -> None:
+    assert judge(Failure(recipient="a@example.net", action=action, status="2.0.0")) is None
+
+
+def test_success_status_is_not_a_failure() -> None:
+    assert judge(Failure(recipient="a@example.net", status="2.1.5", action="failed")) is None
+
+
+def test_refusal_of_mail_from_is_about_the_sender() -> None:
+    text = "SMTP error after MAIL FROM:<b@example.com>: 553 domain mail.example.com does not exist"
+    assert verdict(text)[:2] == ("soft", "sender_rejected")
+    assert verdict("550 5.1.8 <b@example.com>: Sender address rejected: Domain not found")[:2] == (
+        "soft",
+        "sender_rejected",
+    )
+
+
+def test_unknown_user_after_data_is_a_filter() -> None:
+    text = ">>> DATA\n<<< 550 Unknown user a@example.net\n554 5.0.0 Service unavailable"
+    assert verdict("550 Unknown user a@example.net", status="5.2.0", context=text)[:2] == (
+        "soft",
+        "filtered",
+    )
+    # A directory lookup status keeps it hard even when reported after DATA.
+    assert verdict("550 unknown user", status="5.1.1", context=text)[0] == "hard"
+    # So does wording that states the account does not exist.
+    explicit = (
+        "554 delivery error: dd This user doesn't have a example.net account "
+        "(in reply to end of DATA command)"
+    )
+    assert verdict(explicit)[0] == "hard"
+
+
+def test_mailbox_omitted_unknown_user_reply_is_a_filter() -> None:
+    assert verdict("550 : User unknown")[:2] == ("soft", "filtered")
+    assert verdict("550 <a@example.net>: User unknown")[0] == "hard"
+
+
+def test_office365_directory_edge_blocking_is_hard() -> None:
+    text = "550 5.4.1 Recipient address rejected: Access denied. AS(201806281) [X.prod.example.com]"
+    assert verdict(text) == ("hard", "user_unknown", "5.4.1")
+    assert verdict("550 5.7.1 <a@example.net>... Access denied")[0] == "soft"
+
+
+def test_reply_521_means_the_host_takes_no_mail() -> None:
+    assert verdict("521 5.3.2 <a@example.net>: Recipient address rejected: not accepting")[:2] == (
+        "hard",
+        "no_mail_host",
+    )
+    assert verdict("521-5.7.1 client blocked using dnsbl.example.org")[:2] == ("soft", "blocked")
+
+
+def test_status_alone_decides_when_text_says_nothing() -> None:
+    assert verdict("", status="5.1.1") == ("hard", "user_unknown", "5.1.1")
+    assert verdict("", status="5.2.2") == ("soft", "mailbox_full", "5.2.2")
+    assert verdict("", status="5.7.1") == ("soft", "policy", "5.7.1")
+    assert verdict("", status="5.0.0") == ("soft", "unknown", "5.0.0")
+
+
+def test_context_is_used_when_the_diagnostic_is_silent() -> None:
+    assert verdict("", status="5.0.0", context="mailbox is full: retry timeout exceeded")[:2] == (
+        "soft",
+        "mailbox_full",
+    )
+
+
+def test_status_is_derived_when_absent() -> None:
+    assert verdict("550 Requested action not taken: no such user here") == (
+        "hard",
+        "user_unknown",
+        "5.1.1",
+    )
+    assert verdict("452 Insufficient system storage") == ("soft", "mailbox_full", "4.2.2")

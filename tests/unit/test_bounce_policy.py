@@ -1,0 +1,75 @@
+from __future__ import annotations
+
+import pytest
+
+from outbox.bounce_policy import Link, effects, soft_streak_reached
+from outbox.bounces import BounceResult
+
+HARD = BounceResult("hard", "a@example.com", "5.1.1")
+SOFT = BounceResult("soft", "a@example.com", "4.2.2")
+COMPLAINT = BounceResult("complaint", "a@example.com")
+DELAYED = BounceResult("soft", "a@example.com", "4.4.7", reason="delayed")
+OTHER = BounceResult("other", "a@example.com")
+VERP = Link("verp", 7, "a@example.com")
+
+
+def test_verp_link_acts_on_the_rows_recipient() -> None:
+    forwarded = BounceResult("hard", "final@elsewhere.example", "5.1.1")
+    [effect] = effects(VERP, [forwarded])
+    assert (effect.klass, effect.address, effect.suppress) == (
+        "hard",
+        "a@example.com",
+        "hard_bounce",
+    )
+    assert effect.reason == "hard bounce 5.1.1 (verp)"
+
+
+@pytest.mark.parametrize(
+    ("result", "suppress"),
+    [(HARD, "hard_bounce"), (COMPLAINT, "complaint"), (SOFT, "soft_streak")],
+)
+def test_each_class(result: BounceResult, suppress: str) -> None:
+    [effect] = effects(VERP, [result])
+    assert effect.suppress == suppress
+    assert effect.klass == result.klass
+
+
+@pytest.mark.parametrize("result", [DELAYED, OTHER])
+def test_no_verdict(result: BounceResult) -> None:
+    assert effects(VERP, [result]) == []
+
+
+@pytest.mark.parametrize(
+    "link",
+    [
+        Link("none", forged=True),
+        Link("verp", 7, "a@example.com", forged=True),
+        Link("none"),
+        Link("message_id", None, None),
+    ],
+)
+def test_untrusted_links_do_nothing(link: Link) -> None:
+    assert effects(link, [HARD, COMPLAINT]) == []
+
+
+def test_message_id_link_needs_the_same_recipient() -> None:
+    link = Link("message_id", 7, "A@Example.com")
+    assert [e.klass for e in effects(link, [HARD])] == ["hard"]
+    other = BounceResult("hard", "b@example.com", "5.1.1")
+    assert effects(link, [other]) == []
+    assert effects(link, [BounceResult("hard", None, "5.1.1")]) == []
+
+
+@pytest.mark.parametrize(
+    ("recent", "reached"),
+    [
+        (["soft"] * 5, True),
+        (["soft"] * 6, True),
+        (["soft"] * 4, False),
+        (["soft", "soft", None, "soft", "soft", "soft"], False),
+        (["soft"] * 4 + ["hard"], False),
+        ([], False),
+    ],
+)
+def test_soft_streak(recent: list[str | None], reached: bool) -> None:
+    assert soft_streak_reached(recent, 5) is reached
