@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -12,6 +12,11 @@ from psycopg_pool import ConnectionPool
 
 from outbox import enqueue_many
 from outbox.config import Settings
+from outbox.delivery import Delivery
+from outbox.models import Priority
+from outbox.relay import Relay
+from outbox.sink import Behaviour, SmtpSink
+from outbox.transports.smtp import SmtpConfig, SmtpTransport
 
 NEWS = {"name": "R", "title": "News", "intro": "Hi", "url": "https://x.example"}
 LOGIN = {"name": "Alice", "code": "123456", "product": "Shop", "minutes": 10}
@@ -59,3 +64,56 @@ def wait_until(check: Callable[[], bool], timeout: float = 30.0, interval: float
         if time.monotonic() > deadline:
             raise AssertionError(f"condition not met within {timeout}s")
         time.sleep(interval)
+
+
+class Harness:
+    """A relay and a delivery in this process: publish, then deliver what was published."""
+
+    def __init__(self, settings: Settings, sink_url: str, p: Any) -> None:
+        self.groups: list[list[int]] = []
+        self.relay = Relay(settings, p, self._publish)
+        transport = SmtpTransport(
+            SmtpConfig.from_url(sink_url, command_timeout=2, connect_timeout=2)
+        )
+        self.delivery = Delivery(settings, p, transport, rand=lambda: 1.0)
+        self.settings = settings
+
+    def _publish(self, priority: Priority, groups: Sequence[Sequence[int]]) -> None:
+        self.groups += [list(g) for g in groups]
+
+    def run(self, timeout: float = 20.0) -> None:
+        """Until no row is pending, queued or sending."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            self.relay.run_round()
+            while self.groups:
+                self.delivery.deliver(self.groups.pop(0))
+            if not set(statuses(self.settings)) & {"pending", "queued", "sending"}:
+                return
+            time.sleep(0.05)
+        raise AssertionError(f"rows still unfinished: {statuses(self.settings)}")
+
+
+@contextmanager
+def harness(
+    settings: Settings,
+    behaviour: Callable[[str], Behaviour] | None = None,
+    *,
+    smtputf8: bool = True,
+    started: bool = True,
+    smtp_url: str | None = None,
+) -> Iterator[tuple[Harness, SmtpSink]]:
+    """A relay and a delivery in this process, sending to a fresh sink (or to ``smtp_url``)."""
+    sink = SmtpSink(behaviour, smtputf8=smtputf8)
+    if started:
+        sink.start()
+    try:
+        with pool(settings) as p:
+            h = Harness(settings, smtp_url or sink.url, p)
+            try:
+                yield h, sink
+            finally:
+                h.delivery.transport.close()
+    finally:
+        if started:
+            sink.stop()

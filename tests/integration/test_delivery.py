@@ -6,8 +6,7 @@ import dataclasses
 import itertools
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from typing import Any
 
 import psycopg
@@ -15,64 +14,10 @@ import pytest
 
 from outbox import enqueue
 from outbox.config import Settings
-from outbox.delivery import Delivery
 from outbox.models import Priority
-from outbox.relay import Relay
-from outbox.sink import ACCEPT, Behaviour, SmtpSink
-from outbox.transports.smtp import SmtpConfig, SmtpTransport
+from outbox.sink import ACCEPT, Behaviour
 from outbox.verp import outbox_id_from_token, token_from_address
-from tests.integration.helpers import LOGIN, add_newsletter, pool, query, statuses
-
-
-class Harness:
-    """A relay and a delivery in this process: publish, then deliver what was published."""
-
-    def __init__(self, settings: Settings, sink_url: str, p: Any) -> None:
-        self.groups: list[list[int]] = []
-        self.relay = Relay(settings, p, self._publish)
-        transport = SmtpTransport(
-            SmtpConfig.from_url(sink_url, command_timeout=2, connect_timeout=2)
-        )
-        self.delivery = Delivery(settings, p, transport, rand=lambda: 1.0)
-        self.settings = settings
-
-    def _publish(self, priority: Priority, groups: Sequence[Sequence[int]]) -> None:
-        self.groups += [list(g) for g in groups]
-
-    def run(self, timeout: float = 20.0) -> None:
-        """Until no row is pending, queued or sending."""
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            self.relay.run_round()
-            while self.groups:
-                self.delivery.deliver(self.groups.pop(0))
-            if not set(statuses(self.settings)) & {"pending", "queued", "sending"}:
-                return
-            time.sleep(0.05)
-        raise AssertionError(f"rows still unfinished: {statuses(self.settings)}")
-
-
-@contextmanager
-def harness(
-    settings: Settings,
-    behaviour: Callable[[str], Behaviour] | None = None,
-    *,
-    smtputf8: bool = True,
-    started: bool = True,
-) -> Iterator[tuple[Harness, SmtpSink]]:
-    sink = SmtpSink(behaviour, smtputf8=smtputf8)
-    if started:
-        sink.start()
-    try:
-        with pool(settings) as p:
-            h = Harness(settings, sink.url, p)
-            try:
-                yield h, sink
-            finally:
-                h.delivery.transport.close()
-    finally:
-        if started:
-            sink.stop()
+from tests.integration.helpers import LOGIN, add_newsletter, harness, query, statuses
 
 
 def add(settings: Settings, key: str, to: str, priority: str = "high") -> int:
