@@ -65,7 +65,14 @@ def postfix() -> Iterator[tuple[Path, int, int]]:
         directory.mkdir()
     shutil.chown(data, "postfix")
     smtpd_port, bounce_port = SmtpSink().port, SmtpSink().port
-    master = Path("/etc/postfix/master.cf").read_text()
+    # The package's service table; with debconf's "No configuration" only the
+    # shipped prototypes exist.
+    candidates = [
+        "/etc/postfix/master.cf",
+        "/etc/postfix/master.cf.proto",
+        "/usr/share/postfix/master.cf.dist",
+    ]
+    master = next(Path(p).read_text() for p in candidates if Path(p).exists())
     lines = []
     for line in master.splitlines():
         fields = line.split()
@@ -125,7 +132,10 @@ def test_a_real_dsn_suppresses_the_address(
 
             def suppressed() -> bool:
                 with psycopg.connect(settings.database_url) as conn:
-                    return store.find_suppression(conn, "no-such-user@users.outbox-test.example") is not None
+                    return (
+                        store.find_suppression(conn, "no-such-user@users.outbox-test.example")
+                        is not None
+                    )
 
             log = conf.parent / "maillog"
             try:
