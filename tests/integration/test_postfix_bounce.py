@@ -74,14 +74,15 @@ def postfix() -> Iterator[tuple[Path, int, int]]:
     ]
     master = next(Path(p).read_text() for p in candidates if Path(p).exists())
     lines = []
-    for line in master.splitlines():
-        fields = line.split()
+    for original in master.splitlines():
+        fields = original.split()
         if fields[:2] == ["smtp", "inet"]:
-            line = f"127.0.0.1:{smtpd_port} inet n - n - - smtpd"
+            lines.append(f"127.0.0.1:{smtpd_port} inet n - n - - smtpd")
         elif len(fields) >= 8 and fields[1] in {"unix", "fifo", "pass", "unix-dgram"}:
             fields[4] = "n"  # no chroot: the queue is in a temporary directory
-            line = " ".join(fields)
-        lines.append(line)
+            lines.append(" ".join(fields))
+        else:
+            lines.append(original)
     (conf / "master.cf").write_text("\n".join(lines) + "\n")
     (conf / "main.cf").write_text(
         MAIN_CF.format(root=root, bounce_domain=BOUNCE_DOMAIN, bounce_port=bounce_port)
