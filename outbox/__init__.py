@@ -6,8 +6,10 @@ relay and the send workers do the rest.
 
 from __future__ import annotations
 
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from outbox.config import Settings
-from outbox.enqueue import Enqueued, enqueue, enqueue_many
 from outbox.errors import (
     ConfigError,
     HeaderInjection,
@@ -24,6 +26,24 @@ from outbox.errors import (
     UnknownTemplate,
 )
 from outbox.models import Priority, Status
+
+if TYPE_CHECKING:
+    from outbox.enqueue import Enqueued, enqueue, enqueue_many
+
+# Imported on first use: they bring in psycopg, which tools that only parse
+# (`python -m outbox.bounces`) do not need.
+_LAZY = {
+    "Enqueued": "outbox.enqueue",
+    "enqueue": "outbox.enqueue",
+    "enqueue_many": "outbox.enqueue",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'outbox' has no attribute {name!r}")
+
 
 __all__ = [
     "ConfigError",

@@ -11,16 +11,17 @@ import sys
 import threading
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import psycopg
-from psycopg_pool import ConnectionPool
-
-from outbox import store
 from outbox.config import Settings, default_settings
 from outbox.errors import OutboxError
 from outbox.redact import recipient_tag
-from outbox.validate import normalize_address
+
+if TYPE_CHECKING:
+    import psycopg
+
+# Commands import the database layer when they run: `outbox bounces classify`
+# only parses, and starts without loading psycopg.
 
 log = logging.getLogger("outbox")
 
@@ -79,6 +80,8 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _connect(settings: Settings) -> psycopg.Connection[Any]:
+    import psycopg  # noqa: PLC0415
+
     try:
         return psycopg.connect(settings.database_url, connect_timeout=10)
     except psycopg.OperationalError as exc:
@@ -88,6 +91,8 @@ def _connect(settings: Settings) -> psycopg.Connection[Any]:
 
 
 def cmd_migrate(settings: Settings, args: argparse.Namespace) -> int:
+    from outbox import store  # noqa: PLC0415
+
     with _connect(settings) as conn:
         applied = store.migrate(conn)
     print("applied: " + ", ".join(applied) if applied else "schema is up to date")
@@ -95,7 +100,9 @@ def cmd_migrate(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def cmd_relay(settings: Settings, args: argparse.Namespace) -> int:
-    from jobs.publish import Publisher  # noqa: PLC0415 - the broker only where it is used
+    from psycopg_pool import ConnectionPool  # noqa: PLC0415
+
+    from jobs.publish import Publisher  # noqa: PLC0415
     from jobs.queues import make_broker  # noqa: PLC0415
     from outbox.relay import Relay  # noqa: PLC0415
 
@@ -112,6 +119,8 @@ def cmd_relay(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def cmd_sweep(settings: Settings, args: argparse.Namespace) -> int:
+    from outbox import store  # noqa: PLC0415
+
     with _connect(settings) as conn:
         swept = store.sweep(
             conn,
@@ -124,6 +133,8 @@ def cmd_sweep(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def cmd_status(settings: Settings, args: argparse.Namespace) -> int:
+    from outbox import store  # noqa: PLC0415
+
     with _connect(settings) as conn:
         counts = store.status_counts(conn)
         oldest = store.oldest_unsent(conn)
@@ -143,6 +154,8 @@ def cmd_status(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def cmd_show(settings: Settings, args: argparse.Namespace) -> int:
+    from outbox import store  # noqa: PLC0415
+
     with _connect(settings) as conn:
         row = store.find_message(conn, args.ref)
         if row is None:
@@ -173,6 +186,8 @@ def cmd_show(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def cmd_requeue(settings: Settings, args: argparse.Namespace) -> int:
+    from outbox import store  # noqa: PLC0415
+
     with _connect(settings) as conn:
         if args.ref:
             woken = store.requeue(conn, ref=args.ref)
@@ -187,11 +202,15 @@ def cmd_requeue(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def cmd_suppress(settings: Settings, args: argparse.Namespace) -> int:
+    from outbox import store  # noqa: PLC0415
+
     if args.action != "list" and not args.address:
         print(f"outbox suppress {args.action} needs an ADDRESS", file=sys.stderr)
         return 2
     with _connect(settings) as conn:
         if args.action == "add":
+            from outbox.validate import normalize_address  # noqa: PLC0415
+
             address = normalize_address(args.address)
             added = store.suppress(conn, address, reason=args.reason, scope=args.scope)
             conn.commit()
