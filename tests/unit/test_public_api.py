@@ -1,0 +1,36 @@
+from __future__ import annotations
+
+import inspect
+import subprocess
+import sys
+
+import outbox
+
+
+def test_public_names() -> None:
+    assert sorted(outbox.__all__) == [
+        "ConfigError", "Enqueued", "HeaderInjection", "IdempotencyConflict", "InvalidAddress",
+        "InvalidKey", "InvalidMessage", "InvalidParams", "MissingParams", "OutboxError",
+        "Priority", "Settings", "Status", "StoreError", "TemplateError", "TransportError",
+        "UnknownTemplate", "enqueue", "enqueue_many",
+    ]  # fmt: skip
+    for name in outbox.__all__:
+        assert getattr(outbox, name).__module__.startswith("outbox.")
+    for name in outbox.__all__:
+        if name.endswith("Error") or name.startswith("Invalid"):
+            assert issubclass(getattr(outbox, name), outbox.OutboxError)
+
+
+def test_enqueue_functions_are_functions() -> None:
+    # A submodule of the same name must never shadow them.
+    assert inspect.isfunction(outbox.enqueue)
+    assert inspect.isfunction(outbox.enqueue_many)
+    assert list(inspect.signature(outbox.enqueue).parameters)[:2] == ["conn", "idempotency_key"]
+
+
+def test_parsing_bounces_does_not_load_the_database_driver() -> None:
+    code = "import sys, outbox.bounces, outbox.cli; print('psycopg' in sys.modules)"
+    loaded = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    )
+    assert loaded.stdout.strip() == "False"
