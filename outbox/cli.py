@@ -73,6 +73,9 @@ def _parser() -> argparse.ArgumentParser:
     bounces = command("bounces", cmd_bounces, "receive, ingest and classify bounces")
     bounces.add_argument("action", choices=["serve", "ingest", "classify", "reprocess"])
     bounces.add_argument("files", nargs="*", metavar="FILE", help="a message file, or - for stdin")
+    bounces.add_argument(
+        "--to", metavar="ADDRESS", help="ingest: the envelope recipient (an MTA's ${recipient})"
+    )
     demo = command("demo", cmd_demo, "send a login code and a newsletter through the pipeline")
     demo.add_argument("--newsletter", type=int, default=1000, help="newsletter recipients")
     demo.add_argument("--timeout", type=float, default=180.0, help="seconds to wait")
@@ -254,7 +257,7 @@ def cmd_bounces(settings: Settings, args: argparse.Namespace) -> int:
             return 0
         for path in args.files or ["-"]:
             raw = sys.stdin.buffer.read() if path == "-" else Path(path).read_bytes()
-            done = feedback.ingest(conn, raw, settings, envelope_to=os.environ.get("RECIPIENT"))
+            done = feedback.ingest(conn, raw, settings, envelope_to=args.to)
             print(
                 json.dumps(
                     {
