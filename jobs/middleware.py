@@ -6,6 +6,12 @@ import threading
 from typing import Any
 
 import dramatiq
+from dramatiq.broker import MessageProxy
+from opentelemetry import context, propagate, trace
+from opentelemetry.trace import Span, SpanKind, Status, StatusCode
+
+from otel.tracing import setup_tracing
+from outbox.tracing import tracer
 
 
 class ShutdownSignal(dramatiq.Middleware):
@@ -16,3 +22,63 @@ class ShutdownSignal(dramatiq.Middleware):
 
     def before_worker_shutdown(self, broker: dramatiq.Broker, worker: Any) -> None:
         self.event.set()
+
+
+class Tracing(dramatiq.Middleware):
+    """A CONSUMER span around each message, child of the relay's PRODUCER span.
+
+    No maintained OpenTelemetry instrumentation for Dramatiq exists, so this is
+    the small one the design needs: extract the context the publisher put in
+    ``options["otel"]``, start ``process <queue>`` and make it current while
+    the actor runs; delivery's per-email spans link to it.
+    """
+
+    def __init__(self, service_name: str) -> None:
+        self.service_name = service_name
+        self._spans: dict[str, tuple[Span, object]] = {}
+        self._lock = threading.Lock()
+
+    def after_process_boot(self, broker: dramatiq.Broker) -> None:
+        # In each worker process, not at import: the relay imports this package too.
+        setup_tracing(self.service_name)
+
+    def before_process_message(self, broker: dramatiq.Broker, message: MessageProxy) -> None:
+        parent = propagate.extract(message.options.get("otel") or {})
+        span = tracer.start_span(
+            f"process {message.queue_name}",
+            context=parent,
+            kind=SpanKind.CONSUMER,
+            attributes={
+                "messaging.system": "dramatiq",
+                "messaging.operation.type": "process",
+                "messaging.destination.name": message.queue_name,
+                "messaging.message.id": message.message_id,
+            },
+        )
+        token = context.attach(trace.set_span_in_context(span))
+        with self._lock:
+            self._spans[message.message_id] = (span, token)
+
+    def after_process_message(
+        self,
+        broker: dramatiq.Broker,
+        message: MessageProxy,
+        *,
+        result: Any | None = None,
+        exception: BaseException | None = None,
+    ) -> None:
+        self._finish(message, exception)
+
+    def after_skip_message(self, broker: dramatiq.Broker, message: MessageProxy) -> None:
+        self._finish(message, None)
+
+    def _finish(self, message: MessageProxy, exception: BaseException | None) -> None:
+        with self._lock:
+            span, token = self._spans.pop(message.message_id, (None, None))
+        if span is None:
+            return
+        if exception is not None:
+            span.record_exception(exception)
+            span.set_status(Status(StatusCode.ERROR, type(exception).__name__))
+        span.end()
+        context.detach(token)  # type: ignore[arg-type]

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import dramatiq
+from opentelemetry import propagate
 
 from jobs.queues import queue_name
 from outbox.models import Priority
@@ -20,8 +21,12 @@ class Publisher:
 
     def __call__(self, priority: Priority, groups: Sequence[Sequence[int]]) -> None:
         queue, actor = queue_name(priority), ACTOR_NAMES[priority]
+        # The relay's current span travels in the message (W3C trace context).
+        carrier: dict[str, str] = {}
+        propagate.inject(carrier)
+        options = {"otel": carrier} if carrier else {}
         for ids in groups:
             message: dramatiq.Message[None] = dramatiq.Message(
-                queue_name=queue, actor_name=actor, args=(list(ids),), kwargs={}, options={}
+                queue_name=queue, actor_name=actor, args=(list(ids),), kwargs={}, options=options
             )
             self.broker.enqueue(message)

@@ -1,1 +1,1 @@
-"""Telemetry: OpenTelemetry tracing and metrics set-up for Outbox processes."""
+"""Telemetry set-up for Outbox processes: tracing (OpenTelemetry) and metrics."""

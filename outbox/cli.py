@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from outbox.config import Settings, default_settings
 from outbox.errors import OutboxError
 from outbox.redact import recipient_tag
+from outbox.tracing import trace_id_of
 
 if TYPE_CHECKING:
     import psycopg
@@ -107,8 +108,10 @@ def cmd_relay(settings: Settings, args: argparse.Namespace) -> int:
 
     from jobs.publish import Publisher  # noqa: PLC0415
     from jobs.queues import make_broker  # noqa: PLC0415
+    from otel.tracing import setup_tracing  # noqa: PLC0415
     from outbox.relay import Relay  # noqa: PLC0415
 
+    setup_tracing("outbox-relay")
     stop = _stop_on_signals()
     with ConnectionPool(
         settings.database_url,
@@ -167,6 +170,8 @@ def cmd_show(settings: Settings, args: argparse.Namespace) -> int:
         attempts = store.list_attempts(conn, row["id"])
         events = store.list_events(conn, row["id"])
     row["recipient"] = recipient_tag(row["recipient"])
+    # Search Jaeger by this id, or by the tag email.message_id / outbox.idempotency_key.
+    row["trace_id"] = trace_id_of(row.pop("trace_context", None))
     row.pop("params")  # may hold personal data; `outbox show` is for operators' logs too
     if args.json:
         print(json.dumps({"email": row, "attempts": attempts, "events": events}, default=str))

@@ -17,17 +17,21 @@ from collections.abc import Callable, Sequence
 from email.utils import parseaddr
 
 import psycopg
+from opentelemetry import trace
+from opentelemetry.trace import Link, Span, SpanKind, StatusCode
+from opentelemetry.trace import Status as TraceStatus
 from psycopg_pool import ConnectionPool
 
 from outbox import store
 from outbox.classify import classify
+from outbox.compose import composer
 from outbox.config import Settings
 from outbox.errors import OutboxError, StoreError
-from outbox.mime import Envelope, build_message
 from outbox.models import Outcome, Priority, Reply, Status, Verdict
 from outbox.redact import recipient_tag
 from outbox.render import template_set
 from outbox.retry import RetryPolicy, decide
+from outbox.tracing import context_from, email_attributes, span_context_from, tracer
 from outbox.transports.base import OutgoingMessage, Transport
 from outbox.validate import ascii_address
 from outbox.verp import return_path
@@ -47,6 +51,38 @@ _LOG_LEVELS = {
     Status.DEAD: logging.ERROR,
     Status.HELD: logging.ERROR,
 }
+
+
+def _describe_attempt(span: Span, row: store.OutboxRow, record: store.AttemptRecord) -> None:
+    span.set_attributes(
+        email_attributes(
+            outbox_id=row.id,
+            idempotency_key=row.idempotency_key,
+            message_id=row.message_id,
+            template=row.template,
+            priority=row.priority,
+            recipient=row.recipient,
+        )
+    )
+    span.set_attribute("outbox.attempt", record.attempt)
+    span.set_attribute("outbox.verdict", record.verdict)
+    span.set_attribute("outbox.status", record.status)
+    for name, value in (
+        ("smtp.stage", record.stage),
+        ("smtp.reply_code", record.reply_code),
+        ("smtp.enhanced_status", record.enhanced_status),
+        ("email.provider.message_id", record.provider_message_id),
+    ):
+        if value is not None:
+            span.set_attribute(name, value)
+    if record.status == Status.PENDING.value:
+        span.add_event(
+            "retry scheduled",
+            {"outbox.delay_seconds": record.delay_seconds, "reason": record.reason},
+        )
+    elif record.status != Status.SENT.value:
+        span.add_event(record.status, {"reason": record.reason})
+        span.set_status(TraceStatus(StatusCode.ERROR, record.reason[:200]))
 
 
 def worker_name() -> str:
@@ -96,6 +132,26 @@ class Delivery:
             self._record(records, worker)
 
     def _attempt(self, row: store.OutboxRow) -> store.AttemptRecord:
+        """One attempt in its own span: in the business event's trace for a
+        login code (a child of the enqueue span, however many hours and retries
+        later), linked to it for bulk mail; linked to the queue's consumer span."""
+        stored = context_from(row.trace_context)
+        consumer = trace.get_current_span().get_span_context()
+        transactional = row.priority == Priority.HIGH and stored is not None
+        parent = stored if transactional else None
+        linked = consumer if transactional else span_context_from(row.trace_context)
+        with tracer.start_as_current_span(
+            "outbox deliver",
+            context=parent,
+            kind=SpanKind.CLIENT,
+            links=[Link(linked)] if linked is not None and linked.is_valid else [],
+        ) as span:
+            record = self._attempt_in_span(row)
+            if span.is_recording():
+                _describe_attempt(span, row, record)
+            return record
+
+    def _attempt_in_span(self, row: store.OutboxRow) -> store.AttemptRecord:
         started = time.perf_counter()
         reply: Reply | None = None
         try:
@@ -149,23 +205,14 @@ class Delivery:
         )
 
     def build(self, row: store.OutboxRow) -> OutgoingMessage:
-        rendered = self.templates.render(row.template, row.params)
         ascii_recipient = row.recipient if row.recipient.isascii() else ascii_address(row.recipient)
         recipient = ascii_recipient or row.recipient
-        transactional = row.priority == Priority.HIGH
-        envelope = Envelope(
-            sender=self.settings.sender,
-            to=recipient,
-            subject=rendered.subject,
-            message_id=row.message_id,
-            date=row.created_at,
-            # RFC 3834: machine-made mail, so auto-responders stay quiet.
-            extra_headers=(("Auto-Submitted", "auto-generated"),) if transactional else (),
-        )
+        # Template version, list headers, attachments and DKIM: outbox.compose.
+        data = composer(self.settings).message(row, to=recipient, connect=self.pool.connection)
         return OutgoingMessage(
             envelope_from=self._return_path(row.id),
             recipient=recipient,
-            data=build_message(envelope, rendered.text, rendered.html),
+            data=data,
             message_id=row.message_id,
             idempotency_key=row.idempotency_key,
             smtputf8=ascii_recipient is None,

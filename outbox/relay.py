@@ -18,12 +18,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import psycopg
+from opentelemetry.trace import Link, SpanKind
 from psycopg_pool import ConnectionPool
 
 from outbox import store
 from outbox.config import Settings
 from outbox.errors import OutboxError
 from outbox.models import Priority
+from outbox.tracing import context_from, span_context_from, tracer
 
 log = logging.getLogger(__name__)
 
@@ -116,23 +118,51 @@ class Relay:
             room = settings.max_in_flight - store.count_in_flight(conn, priority)
             if room <= 0:
                 return 0, True
-            ids = store.claim_due(
+            claimed = store.claim_due(
                 conn,
                 priority=priority.value,
                 limit=min(room, settings.claim_batch),
                 relay=self.name,
             )
-            if ids:
-                self.publish(priority, _group(ids, priority, settings.bulk_batch))
+            for group in _group(claimed, priority, settings.bulk_batch):
+                self._publish_traced(priority, group)
             # Leaving the block commits: only now are the rows `queued`.
-        saturated = len(ids) == room
-        return len(ids), saturated
+        saturated = len(claimed) == room
+        return len(claimed), saturated
+
+    def _publish_traced(self, priority: Priority, group: list[store.Claimed]) -> None:
+        """One broker message inside a PRODUCER span the publisher propagates.
+
+        A login code's span continues its business event's trace; a bulk
+        message links to the events of the rows it carries instead, so that a
+        newsletter is not one trace of a hundred thousand spans.
+        """
+        contexts = [span_context_from(c.trace_context) for c in group]
+        parent = context_from(group[0].trace_context) if priority is Priority.HIGH else None
+        links = [] if parent else [Link(c) for c in contexts if c is not None]
+        queue = f"email_{priority.value}"
+        with tracer.start_as_current_span(
+            f"send {queue}",
+            context=parent,
+            kind=SpanKind.PRODUCER,
+            links=links,
+            attributes={
+                "messaging.system": "dramatiq",
+                "messaging.operation.type": "send",
+                "messaging.destination.name": queue,
+                "messaging.batch.message_count": len(group),
+                "outbox.ids": [c.id for c in group],
+            },
+        ):
+            self.publish(priority, [[c.id for c in group]])
 
 
-def _group(ids: list[int], priority: Priority, bulk_batch: int) -> list[list[int]]:
+def _group(
+    claimed: list[store.Claimed], priority: Priority, bulk_batch: int
+) -> list[list[store.Claimed]]:
     """A login code travels alone; bulk rows share a message to save overhead."""
     size = 1 if priority is Priority.HIGH else bulk_batch
-    return [ids[i : i + size] for i in range(0, len(ids), size)]
+    return [claimed[i : i + size] for i in range(0, len(claimed), size)]
 
 
 class _Listener:
