@@ -18,6 +18,7 @@ class RetryPolicy:
     max_age_seconds: float = 24 * 3600.0
     greylist_min_seconds: float = 60.0
     hold_uncertain: bool = False
+    jitter: bool = True  # full jitter; off only to measure what jitter buys
 
     @classmethod
     def from_settings(cls, settings: Settings) -> RetryPolicy:
@@ -28,6 +29,7 @@ class RetryPolicy:
             max_age_seconds=settings.max_age_seconds,
             greylist_min_seconds=settings.greylist_min_seconds,
             hold_uncertain=settings.on_uncertain == "hold",
+            jitter=settings.retry_jitter == "full",
         )
 
 
@@ -59,8 +61,16 @@ def decide(
         return Decision(Status.DEAD, f"gave up at age {age_seconds:.0f}s: {outcome.reason}")
     floor = policy.greylist_min_seconds if outcome.greylisted else 0.0
     delay = next_attempt_delay(
-        attempt, base=policy.base_seconds, cap=policy.cap_seconds, rand=rand, floor=floor
+        attempt,
+        base=policy.base_seconds,
+        cap=policy.cap_seconds,
+        rand=rand if policy.jitter else _whole_window,
+        floor=floor,
     )
     # The last try happens at the age limit rather than being skipped.
     delay = min(delay, max(0.0, policy.max_age_seconds - age_seconds))
     return Decision(Status.PENDING, f"retry: {outcome.reason}", delay)
+
+
+def _whole_window() -> float:
+    return 1.0

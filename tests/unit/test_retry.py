@@ -87,3 +87,11 @@ def test_uncertain_retries_by_default_and_holds_when_asked() -> None:
     held = decide(outcome, attempt=1, age_seconds=1, policy=held_policy, rand=half)
     assert held.status is Status.HELD
     assert "operator" in held.reason
+
+
+def test_without_jitter_the_whole_window_is_waited() -> None:
+    policy = RetryPolicy(base_seconds=30, cap_seconds=21600, jitter=False)
+    decision = decide(
+        Outcome(Verdict.RETRY, "421 busy"), attempt=3, age_seconds=1, policy=policy, rand=half
+    )
+    assert decision.delay_seconds == 120
