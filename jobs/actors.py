@@ -12,7 +12,7 @@ from jobs.queues import queue_name
 from outbox.config import default_settings
 from outbox.delivery import Delivery
 from outbox.models import Priority
-from outbox.transports.smtp import SmtpConfig, SmtpTransport
+from outbox.transports.select import build_transport
 
 # Set by the shutdown middleware; a batch in progress hands back what it has
 # not tried instead of outliving the platform's grace period.
@@ -31,7 +31,7 @@ def delivery() -> Delivery:
         name="outbox-worker",
         open=True,
     )
-    transport = SmtpTransport(SmtpConfig.from_settings(settings))
+    transport = build_transport(settings)  # OUTBOX_TRANSPORT: SMTP or an HTTP provider
     return Delivery(settings, pool, transport, stopping=stopping)
 
 

@@ -6,6 +6,7 @@ import dramatiq
 from dramatiq.brokers.redis import RedisBroker
 from dramatiq.middleware import AgeLimit, Retries
 
+from jobs.worker_metrics import add_worker_metrics
 from outbox.config import Settings
 from outbox.models import Priority
 
@@ -30,5 +31,6 @@ def make_broker(settings: Settings) -> RedisBroker:
 
 def install(settings: Settings) -> RedisBroker:
     broker = make_broker(settings)
+    add_worker_metrics(broker)  # only for a pool started with dramatiq_prom_db
     dramatiq.set_broker(broker)
     return broker

@@ -28,14 +28,14 @@ from outbox.errors import (
 from outbox.models import Priority, Status
 
 if TYPE_CHECKING:
-    from outbox.enqueue import Enqueued, enqueue, enqueue_many
+    from outbox.intake import Enqueued, enqueue, enqueue_many
 
 # Imported on first use: they bring in psycopg, which tools that only parse
 # (`python -m outbox.bounces`) do not need.
 _LAZY = {
-    "Enqueued": "outbox.enqueue",
-    "enqueue": "outbox.enqueue",
-    "enqueue_many": "outbox.enqueue",
+    "Enqueued": "outbox.intake",
+    "enqueue": "outbox.intake",
+    "enqueue_many": "outbox.intake",
 }
 
 

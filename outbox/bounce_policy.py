@@ -32,8 +32,9 @@ class Effect:
 
     klass: Literal["hard", "soft", "complaint"]
     address: str
-    suppress: Literal["hard_bounce", "complaint", "soft_streak"] | None
+    suppress: Literal["hard_bounce", "complaint", "soft_streak", "unsubscribe"] | None
     reason: str  # for the row's history
+    scope: Literal["all", "bulk"] = "all"
 
 
 def effects(link: Link, results: Sequence[BounceResult]) -> list[Effect]:
@@ -47,7 +48,12 @@ def effects(link: Link, results: Sequence[BounceResult]) -> list[Effect]:
             continue  # a Message-ID is no secret: it vouches only for its own recipient
         status = f" {result.status}" if result.status else ""
         reason = f"{result.klass} bounce{status} ({link.via})"
-        if result.klass == "complaint":
+        if result.klass == "complaint" and result.reason == "unsubscribe":
+            # A reply asking to stop (the List-Unsubscribe mailto): newsletters only.
+            found.append(
+                Effect("complaint", link.recipient, "unsubscribe", "unsubscribe by mail", "bulk")
+            )
+        elif result.klass == "complaint":
             found.append(
                 Effect("complaint", link.recipient, "complaint", f"complaint ({link.via})")
             )

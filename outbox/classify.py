@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 
-from outbox.models import Outcome, Reply, Stage, Verdict
+from outbox.models import HttpReply, Outcome, Reply, Stage, Verdict
 
 _ENHANCED = re.compile(r"^\s*([245])\.(\d{1,3})\.(\d{1,3})\b")
 
@@ -88,3 +88,48 @@ def _classify_broken_exchange(reply: Reply) -> Outcome:
         # message. Only the stored Message-ID makes a resend harmless.
         return Outcome(Verdict.UNCERTAIN, f"no final reply: {where}")
     return Outcome(Verdict.RETRY, where)
+
+
+def classify_reply(reply: Reply) -> Outcome:
+    """Either kind of reply: an HTTP provider's, or an SMTP relay's."""
+    return classify_http(reply) if isinstance(reply, HttpReply) else classify(reply)
+
+
+# RFC 9110 section 15.5.9: the server gave up waiting for the request; nothing was done.
+_REQUEST_TIMEOUT = 408
+_TOO_MANY_REQUESTS = 429  # RFC 6585 section 4, usually with Retry-After
+# Credentials missing or refused: a configuration error, not a verdict on this message.
+_UNAUTHORIZED = frozenset({401, 403})
+
+
+def classify_http(reply: HttpReply) -> Outcome:
+    """The SMTP rules, said in HTTP (RFC 9110 section 15).
+
+    2xx is sent, with the provider's message id. 429, 408 and 5xx are retried,
+    no sooner than the response's Retry-After (RFC 9110 section 10.2.3). 401,
+    403 and the 4xx the provider marks as transient are retried like SMTP's
+    refused sessions; every other 4xx fails at once with the provider's text.
+    A response lost after the whole request left is uncertain, unless the
+    request carried an idempotency key the provider honours: then sending it
+    again is safe and it is a plain retry.
+    """
+    if reply.code is None:
+        where = f"{reply.error or 'connection lost'} at {reply.stage.value}"
+        if reply.stage is Stage.RESPONSE:
+            if reply.idempotent:
+                return Outcome(Verdict.RETRY, f"no response, resent with the same key: {where}")
+            return Outcome(Verdict.UNCERTAIN, f"no response: {where}")
+        return Outcome(Verdict.RETRY, where)
+    code, text = reply.code, reply.text.strip()
+    summary = f"{code} {text}".strip()
+    if 200 <= code < 300:
+        return Outcome(Verdict.SENT, summary, provider_message_id=reply.provider_message_id)
+    if code in (_REQUEST_TIMEOUT, _TOO_MANY_REQUESTS) or 500 <= code < 600:
+        return Outcome(Verdict.RETRY, summary, retry_after=reply.retry_after)
+    if 400 <= code < 500:
+        if code in _UNAUTHORIZED or reply.transient:
+            reason = f"provider refused the account or request, not the message: {summary}"
+            return Outcome(Verdict.RETRY, reason, retry_after=reply.retry_after)
+        return Outcome(Verdict.FAILED, summary)
+    # 1xx and 3xx are never a final answer to a send; a peer sending one is broken.
+    return Outcome(Verdict.RETRY, f"unexpected response: {summary}", retry_after=reply.retry_after)

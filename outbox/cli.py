@@ -80,6 +80,19 @@ def _parser() -> argparse.ArgumentParser:
     demo = command("demo", cmd_demo, "send a login code and a newsletter through the pipeline")
     demo.add_argument("--newsletter", type=int, default=1000, help="newsletter recipients")
     demo.add_argument("--timeout", type=float, default=180.0, help="seconds to wait")
+    templates = command("templates", cmd_templates, "compile, check and preview the templates")
+    templates.add_argument("action", choices=["check", "preview"])
+    templates.add_argument("name", nargs="?", help="preview: the template")
+    templates.add_argument("--params", help="preview: params as JSON (default: the example)")
+    templates.add_argument("--to", default="recipient@example.com", help="preview: recipient")
+    templates.add_argument("--priority", choices=["high", "bulk"], help="preview: priority")
+    templates.add_argument("--out", type=Path, default=Path(), help="preview: output folder")
+    web = command("web", cmd_web, "the one-click unsubscribe endpoint (RFC 8058)")
+    # PORT is the platform's (Heroku-like hosts), not an Outbox setting.
+    web.add_argument("--port", type=int, default=int(os.environ.get("PORT") or 8000))
+    web.add_argument("--host", default="0.0.0.0", help="listen address")  # noqa: S104
+    metrics = command("metrics", cmd_metrics, "the Prometheus exporter (outbox_* metrics)")
+    metrics.add_argument("--port", type=int, help="default: PORT, else OUTBOX_METRICS_PORT")
     return parser
 
 
@@ -289,6 +302,51 @@ def cmd_demo(settings: Settings, args: argparse.Namespace) -> int:
     from outbox.demo import run_demo  # noqa: PLC0415
 
     return run_demo(settings, newsletter=args.newsletter, timeout=args.timeout)
+
+
+def cmd_templates(settings: Settings, args: argparse.Namespace) -> int:
+    from outbox import template_tools  # noqa: PLC0415
+
+    if args.action == "check":
+        failed = 0
+        for checked in template_tools.check(settings):
+            if checked.problem:
+                failed += 1
+                print(f"FAIL {checked.name}: {checked.problem}")
+            else:
+                how = "compiled, example rendered" if checked.rendered_example else "compiled"
+                print(f"ok   {checked.name} {checked.version} ({how})")
+        return 1 if failed else 0
+    if not args.name:
+        print("outbox templates preview needs a NAME", file=sys.stderr)
+        return 2
+    try:
+        params = None if args.params is None else json.loads(args.params)
+    except json.JSONDecodeError as exc:
+        print(f"outbox: --params is not JSON: {exc}", file=sys.stderr)
+        return 2
+    written = template_tools.preview(
+        settings, args.name, params, out_dir=args.out, to=args.to, priority=args.priority
+    )
+    print(written.eml)
+    if written.html:
+        print(written.html)
+    return 0
+
+
+def cmd_web(settings: Settings, args: argparse.Namespace) -> int:
+    from outbox.web import serve  # noqa: PLC0415
+
+    serve(settings, args.host, args.port, _stop_on_signals())
+    return 0
+
+
+def cmd_metrics(settings: Settings, args: argparse.Namespace) -> int:
+    from outbox.metrics_server import serve  # noqa: PLC0415
+
+    port = args.port or int(os.environ.get("PORT") or settings.metrics_port)
+    serve(settings.database_url, host=settings.metrics_host, port=port, stop=_stop_on_signals())
+    return 0
 
 
 if __name__ == "__main__":

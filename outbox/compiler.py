@@ -75,4 +75,6 @@ def compile_mjml(source: str) -> str:
 @cache
 def compiler_identity() -> str:
     """What else besides the files decides the output; part of every template version."""
-    return f"outbox-{_FORMAT} mjml-python-{version('mjml-python')} inscriptis-{version('inscriptis')}"
+    return (
+        f"outbox-{_FORMAT} mjml-python-{version('mjml-python')} inscriptis-{version('inscriptis')}"
+    )

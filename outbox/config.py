@@ -27,6 +27,16 @@ class Settings:
     smtp_connect_timeout: float = 10.0
     smtp_command_timeout: float = 60.0
     smtp_ca_file: str = ""  # CA bundle for a relay with a private certificate
+    transport: str = "smtp"  # smtp | postmark | resend | ses (outbox.transports.select)
+    transport_concurrency: int = 0  # sends at once per worker process; 0: no limit
+    provider_url: str = ""  # the provider API's base URL; empty: the provider's own
+    http_connect_timeout: float = 10.0  # seconds to connect to a provider's API
+    http_read_timeout: float = 30.0  # seconds to wait for a provider's response
+    postmark_server_token: str = ""
+    postmark_message_stream: str = "outbound"
+    resend_api_key: str = ""
+    ses_region: str = ""  # empty: AWS_REGION, AWS_DEFAULT_REGION or the AWS profile's
+    ses_configuration_set: str = ""  # SES event publishing; empty: none
     sender: str = "Outbox <no-reply@outbox.localhost>"  # OUTBOX_FROM
     message_id_domain: str = "outbox.localhost"
     bounce_domain: str = ""  # VERP return paths bounces+TOKEN@this domain; empty: OUTBOX_FROM
@@ -34,7 +44,15 @@ class Settings:
     soft_bounce_limit: int = 5  # consecutive soft bounces that suppress an address
     bounce_host: str = "127.0.0.1"  # where `outbox bounces serve` listens
     bounce_port: int = 2525
+    metrics_host: str = "127.0.0.1"  # where `outbox metrics` listens; 0.0.0.0 in a container
+    metrics_port: int = 9464  # `outbox metrics`; PORT, when set, wins (a platform's web port)
     templates: Path = PACKAGE_TEMPLATES
+    attachments_dir: str = ""  # attachment references resolve here; empty: no attachments
+    max_attachment_bytes: int = 10 * 1024 * 1024  # the files of one email together
+    dkim_selector: str = ""  # DKIM signing when selector, domain and key are all set
+    dkim_domain: str = ""
+    dkim_private_key: str = ""  # a PEM file's path, or the PEM itself
+    unsubscribe_url: str = ""  # https base of one-click unsubscribe links for bulk mail
     namespace: str = "outbox"  # prefix of broker queues and keys
     max_in_flight: int = 2000  # rows queued or sending, per priority
     bulk_batch: int = 25  # rows per broker message for bulk mail
@@ -47,6 +65,7 @@ class Settings:
     max_attempts: int = 8
     max_age_seconds: float = 24 * 3600.0
     greylist_min_seconds: float = 60.0
+    retry_jitter: str = "full"  # full | none (a baseline for measuring retry waves)
     on_uncertain: str = "retry"  # retry | hold
     max_params_bytes: int = 64 * 1024
 
@@ -74,6 +93,8 @@ class Settings:
     def validate(self) -> None:
         if self.smtp_starttls not in {"never", "opportunistic", "required"}:
             raise ConfigError("OUTBOX_SMTP_STARTTLS must be never, opportunistic or required")
+        if self.retry_jitter not in {"full", "none"}:
+            raise ConfigError("OUTBOX_RETRY_JITTER must be full or none")
         if self.on_uncertain not in {"retry", "hold"}:
             raise ConfigError("OUTBOX_ON_UNCERTAIN must be retry or hold")
         for name in ("max_in_flight", "bulk_batch", "claim_batch", "max_attempts"):

@@ -23,7 +23,7 @@ from opentelemetry.trace import Status as TraceStatus
 from psycopg_pool import ConnectionPool
 
 from outbox import store
-from outbox.classify import classify
+from outbox.classify import classify_reply
 from outbox.compose import composer
 from outbox.config import Settings
 from outbox.errors import OutboxError, StoreError
@@ -163,7 +163,7 @@ class Delivery:
         else:
             try:
                 reply = self.transport.send(message)
-                outcome = classify(reply)
+                outcome = classify_reply(reply)  # SMTP or HTTP rules by the reply's kind
             except Exception as exc:
                 # A transport defect: where the conversation stopped is unknown,
                 # so the message may have left. Retried with the same Message-ID.

@@ -16,7 +16,7 @@ import psycopg
 
 from outbox import store
 from outbox.config import Settings
-from outbox.enqueue import enqueue, enqueue_many
+from outbox.intake import enqueue, enqueue_many
 from outbox.pipeline import Pipeline
 from outbox.sink import SmtpSink
 

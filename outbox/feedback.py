@@ -50,7 +50,7 @@ def process_bounce(conn: store.Conn, bounce_id: int, settings: Settings) -> Proc
             reason, detail = "soft_bounces", f"{settings.soft_bounce_limit} soft bounces in a row"
         else:
             reason, detail = str(effect.suppress), effect.reason
-        scope = "all"
+        scope = effect.scope
         if store.suppress(
             conn,
             effect.address,

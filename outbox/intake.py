@@ -1,4 +1,4 @@
-"""Writing emails into the outbox inside the caller's transaction."""
+"""Intake: writing emails into the outbox inside the caller's transaction."""
 
 from __future__ import annotations
 
@@ -9,11 +9,12 @@ from typing import Any
 
 import psycopg
 
-from outbox import store
+from outbox import attachments, store, template_versions
 from outbox.config import Settings, default_settings
 from outbox.errors import IdempotencyConflict, InvalidMessage
 from outbox.message_id import message_id as derive_message_id
 from outbox.render import template_set
+from outbox.tracing import current_traceparent, email_attributes, tracer
 from outbox.validate import (
     check_key,
     check_params_for,
@@ -46,6 +47,8 @@ class _Row:
     content_hash: str
     message_id: str
     priority: str
+    template_version: str  # renders the same files on every attempt (outbox.template_versions)
+    trace_context: str | None = None  # the enqueue span's traceparent: the send joins it
 
 
 def enqueue(
@@ -55,7 +58,7 @@ def enqueue(
     to: str,
     template: str,
     params: Mapping[str, Any] | None = None,
-    priority: str = "bulk",
+    priority: str | None = None,  # None: the template's default (template.toml), else bulk
     settings: Settings | None = None,
 ) -> Enqueued:
     """Add one email to the outbox in ``conn``'s current transaction.
@@ -72,15 +75,31 @@ def enqueue(
     and writes nothing.
     """
     settings = settings or default_settings()
-    row = _validated(
-        settings,
-        key=idempotency_key,
-        to=to,
-        template_name=template,
-        params=params,
-        priority=priority,
-    )
-    result = store.insert_message(conn, **dataclasses.asdict(row))
+    with tracer.start_as_current_span("outbox enqueue") as span:
+        row = _validated(
+            conn,
+            settings,
+            key=idempotency_key,
+            to=to,
+            template_name=template,
+            params=params,
+            priority=priority,
+        )
+        row = dataclasses.replace(row, trace_context=current_traceparent())
+        result = store.insert_message(conn, **dataclasses.asdict(row))
+        if span.is_recording():
+            span.set_attributes(
+                email_attributes(
+                    outbox_id=result.id,
+                    idempotency_key=row.key,
+                    message_id=row.message_id,
+                    template=row.template,
+                    priority=row.priority,
+                    recipient=row.recipient,
+                )
+            )
+            span.set_attribute("outbox.created", result.created)
+            span.set_attribute("outbox.status", result.status)
     if result.content_hash != row.content_hash:
         raise IdempotencyConflict(
             f"idempotency key {row.key!r} was used before for an email with different content"
@@ -107,12 +126,13 @@ def enqueue_many(
     for index, email in enumerate(emails):
         try:
             row = _validated(
+                conn,
                 settings,
                 key=email.get("idempotency_key"),
                 to=email.get("to"),
                 template_name=email.get("template"),
                 params=email.get("params"),
-                priority=email.get("priority", "bulk"),
+                priority=email.get("priority"),
             )
         except InvalidMessage as exc:
             raise type(exc)(f"email #{index}: {exc}") from None
@@ -122,14 +142,11 @@ def enqueue_many(
         rows.append(row)
     if not rows:
         return []
-    results = store.insert_many(
-        conn,
-        [
-            (r.key, r.recipient, r.template, r.params, r.content_hash, r.message_id, r.priority)
-            for r in rows
-        ],
-        priorities=sorted({r.priority for r in rows}),
-    )
+    with tracer.start_as_current_span(
+        "outbox enqueue_many", attributes={"outbox.count": len(rows)}
+    ):
+        # Every row links to this one span: a newsletter is not one giant trace.
+        results = _insert_many(conn, rows, current_traceparent())
     if results.conflicts:
         raise IdempotencyConflict(
             "keys used before for emails with different content: " + ", ".join(results.conflicts)
@@ -137,7 +154,31 @@ def enqueue_many(
     return [Enqueued(i, m, c, k, s) for k, i, m, c, s in results.rows]
 
 
+def _insert_many(
+    conn: psycopg.Connection[Any], rows: list[_Row], trace_context: str | None
+) -> store.InsertedMany:
+    return store.insert_many(
+        conn,
+        [
+            (
+                r.key,
+                r.recipient,
+                r.template,
+                r.params,
+                r.content_hash,
+                r.message_id,
+                r.priority,
+                r.template_version,
+                trace_context,
+            )
+            for r in rows
+        ],
+        priorities=sorted({r.priority for r in rows}),
+    )
+
+
 def _validated(
+    conn: psycopg.Connection[Any],
     settings: Settings,
     *,
     key: object,
@@ -148,12 +189,20 @@ def _validated(
 ) -> _Row:
     checked_key = check_key(key)
     recipient = normalize_address(to)
-    checked_priority = check_priority(priority)
     if not isinstance(template_name, str):
         raise InvalidMessage("template must be a string")
     template = template_set(settings.templates).get(template_name)
+    checked_priority = check_priority(
+        (template.priority or "bulk") if priority is None else priority
+    )
     params_json = dump_params(params, max_bytes=settings.max_params_bytes)
     check_params_for(template, params or {})  # type: ignore[arg-type]  # a dict, checked above
+    attachments.references(
+        params or {},  # type: ignore[arg-type]  # a dict, checked above
+        directory=settings.attachments_dir,
+        max_bytes=settings.max_attachment_bytes,
+    )
+    template_versions.ensure_stored(conn, template)  # committed before any row names it
     return _Row(
         key=checked_key,
         recipient=recipient,
@@ -162,4 +211,5 @@ def _validated(
         content_hash=content_hash(recipient, template_name, params_json, checked_priority),
         message_id=derive_message_id(checked_key, settings.message_id_domain),
         priority=checked_priority.value,
+        template_version=template.version,
     )

@@ -13,11 +13,14 @@ import binascii
 import datetime as dt
 import hashlib
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from email.header import Header
 from email.utils import format_datetime
+from urllib.parse import quote
 
 _PLAIN_HEADER = re.compile(r"[\x20-\x7e]{0,76}")
+_PLAIN_PARAMETER = re.compile(r"[\x20\x21\x23-\x5b\x5d-\x7e]+")  # printable, no quote or backslash
 MAX_LINE = 998  # RFC 5322 section 2.1.1
 
 
@@ -33,7 +36,22 @@ class Envelope:
     extra_headers: tuple[tuple[str, str], ...] = ()
 
 
-def build_message(envelope: Envelope, text: str, html: str | None) -> bytes:
+@dataclass(frozen=True, slots=True)
+class Attachment:
+    filename: str  # validated: no control characters
+    content_type: str  # validated: type/subtype
+    data: bytes
+
+
+def build_message(
+    envelope: Envelope, text: str, html: str | None, attachments: Sequence[Attachment] = ()
+) -> bytes:
+    """RFC 5322 and MIME (RFC 2045-2049): text, text and HTML, each optionally with files.
+
+    ``multipart/alternative`` puts the plain text first (RFC 2046 section
+    5.1.4: the preferred, richest part comes last); attachments wrap it in
+    ``multipart/mixed``.
+    """
     headers = [
         ("From", encode_header_value("From", envelope.sender, address=True)),
         ("To", envelope.to),
@@ -43,31 +61,59 @@ def build_message(envelope: Envelope, text: str, html: str | None) -> bytes:
         ("MIME-Version", "1.0"),
         *envelope.extra_headers,
     ]
-    if html is None:
-        text_headers, text_body = _part("text/plain", text)
-        return _headers(headers + text_headers) + b"\r\n" + text_body
     # Derived from the Message-ID so that every attempt sends identical bytes.
-    boundary = "=_" + hashlib.sha256(envelope.message_id.encode()).hexdigest()[:30]
-    headers.append(("Content-Type", f'multipart/alternative;\r\n boundary="{boundary}"'))
-    delimiter = f"--{boundary}\r\n".encode()
-    text_headers, text_body = _part("text/plain", text)
-    html_headers, html_body = _part("text/html", html)
-    return b"".join(
-        (
-            _headers(headers),
-            b"\r\n",
-            delimiter,
-            _headers(text_headers),
-            b"\r\n",
-            text_body,
-            b"\r\n",
-            delimiter,
-            _headers(html_headers),
-            b"\r\n",
-            html_body,
-            f"\r\n--{boundary}--\r\n".encode(),
+    digest = hashlib.sha256(envelope.message_id.encode()).hexdigest()
+    if html is None:
+        body_headers, body = _part("text/plain", text)
+    else:
+        body_headers, body = _multipart(
+            "alternative", "=_" + digest[:30], [_part("text/plain", text), _part("text/html", html)]
         )
-    )
+    if attachments:
+        parts = [(body_headers, body), *(_attachment(a) for a in attachments)]
+        # "m" is not a hex digit: neither boundary can begin the other's delimiter line.
+        body_headers, body = _multipart("mixed", "=_m" + digest[:29], parts)
+    return _headers(headers + body_headers) + b"\r\n" + body
+
+
+def _multipart(
+    subtype: str, boundary: str, parts: list[tuple[list[tuple[str, str]], bytes]]
+) -> tuple[list[tuple[str, str]], bytes]:
+    delimiter = f"--{boundary}\r\n".encode()
+    chunks: list[bytes] = []
+    for part_headers, part_body in parts:
+        chunks += (delimiter, _headers(part_headers), b"\r\n", part_body, b"\r\n")
+    chunks.append(f"--{boundary}--\r\n".encode())
+    headers = [("Content-Type", f'multipart/{subtype};\r\n boundary="{boundary}"')]
+    return headers, b"".join(chunks)
+
+
+def _attachment(attachment: Attachment) -> tuple[list[tuple[str, str]], bytes]:
+    headers = [
+        (
+            "Content-Type",
+            f"{attachment.content_type};\r\n {_parameter('name', attachment.filename)}",
+        ),
+        ("Content-Disposition", f"attachment;\r\n {_parameter('filename', attachment.filename)}"),
+        ("Content-Transfer-Encoding", "base64"),
+    ]
+    return headers, _base64_lines(attachment.data)
+
+
+def _parameter(name: str, value: str) -> str:
+    """``name="value"``, or RFC 2231 encoded in continuations of short lines."""
+    if value.isascii() and _PLAIN_PARAMETER.fullmatch(value) and len(value) <= 60:
+        return f'{name}="{value}"'
+    encoded = quote(value, safe="")
+    chunks = [encoded[i : i + 50] for i in range(0, len(encoded), 50)]
+    # A percent-escape must not be split across two continuations.
+    for i in range(len(chunks) - 1):
+        cut = chunks[i].rfind("%", len(chunks[i]) - 2)
+        if cut != -1:
+            chunks[i], chunks[i + 1] = chunks[i][:cut], chunks[i][cut:] + chunks[i + 1]
+    first = f"{name}*0*=utf-8''{chunks[0]}"
+    rest = [f"{name}*{i}*={chunk}" for i, chunk in enumerate(chunks[1:], start=1)]
+    return ";\r\n ".join([first, *rest])
 
 
 def encode_header_value(name: str, value: str, *, address: bool = False) -> str:
@@ -96,25 +142,36 @@ def _is_plain(name: str, value: str) -> bool:
 def _part(content_type: str, body: str) -> tuple[list[tuple[str, str]], bytes]:
     """Headers and encoded body of one part, in the cheapest faithful encoding.
 
-    Short-lined ASCII goes as it is (7bit). Other text parts go
-    quoted-printable, which stays readable; other HTML goes base64, which the
-    C encoder does at a tenth of quoted-printable's cost on MJML's long lines.
+    Short-lined ASCII goes as it is (7bit) unless it holds what could be a
+    boundary line: a param must never close a part and open one of its own.
+    Other text parts go quoted-printable, which stays readable and encodes
+    every ``=``; other HTML goes base64, which the C encoder does at a tenth of
+    quoted-printable's cost on MJML's long lines.
     """
     lf_only = body.replace("\r\n", "\n").replace("\r", "\n") if "\r" in body else body
-    if lf_only.isascii() and max(map(len, lf_only.split("\n"))) <= MAX_LINE:
+    if (
+        lf_only.isascii()
+        and "--=_" not in lf_only
+        and max(map(len, lf_only.split("\n"))) <= MAX_LINE
+    ):
         encoding, data = "7bit", lf_only.encode("ascii")
     elif content_type == "text/plain":
         encoding = "quoted-printable"
         data = binascii.b2a_qp(lf_only.encode("utf-8"), quotetabs=False, istext=True, header=False)
     else:
         encoding = "base64"
-        raw = binascii.b2a_base64(lf_only.encode("utf-8"), newline=False)
-        data = b"\n".join(raw[i : i + 76] for i in range(0, len(raw), 76))
+        data = _base64_lines(lf_only.encode("utf-8"))
     headers = [
         ("Content-Type", f"{content_type}; charset=utf-8"),
         ("Content-Transfer-Encoding", encoding),
     ]
-    return headers, data.replace(b"\n", b"\r\n")
+    return headers, data if encoding == "base64" else data.replace(b"\n", b"\r\n")
+
+
+def _base64_lines(data: bytes) -> bytes:
+    """Base64 in lines of 76 characters (RFC 2045 section 6.8), CRLF-separated."""
+    raw = binascii.b2a_base64(data, newline=False)
+    return b"\r\n".join(raw[i : i + 76] for i in range(0, len(raw), 76))
 
 
 def _headers(pairs: list[tuple[str, str]]) -> bytes:

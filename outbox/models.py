@@ -46,6 +46,9 @@ class Stage(StrEnum):
     DATA = "data"  # the DATA command, before any message byte
     BODY = "body"  # sending the message bytes; the end-of-data dot not yet sent
     FINAL_REPLY = "final_reply"  # after the end-of-data dot: the relay may have accepted
+    # HTTP providers (outbox.transports.http) break off at CONNECT or at one of these.
+    REQUEST = "request"  # writing the request: the provider cannot have accepted it
+    RESPONSE = "response"  # the whole request was sent: the provider may have accepted
 
     @property
     def is_session(self) -> bool:
@@ -71,6 +74,26 @@ class Reply:
 
 
 @dataclass(frozen=True, slots=True)
+class HttpReply(Reply):
+    """What an HTTP provider answered: ``code`` is the HTTP status.
+
+    The provider-specific reading of the response body (its message id, its
+    error codes) is done by the transport; :func:`outbox.classify.classify_http`
+    applies the rules every provider shares.
+    """
+
+    provider_message_id: str | None = None
+    retry_after: float | None = None  # seconds, from the Retry-After header
+    # The request carried an idempotency key the provider de-duplicates on, so
+    # sending it again after a lost response cannot deliver twice.
+    idempotent: bool = False
+    # A 4xx the provider documents as being about our account, credentials or a
+    # concurrent request rather than this message: retried, like SMTP's
+    # refusals of the session.
+    transient: bool = False
+
+
+@dataclass(frozen=True, slots=True)
 class Outcome:
     """The classification of a reply."""
 
@@ -79,3 +102,4 @@ class Outcome:
     enhanced_status: str | None = None
     provider_message_id: str | None = None
     greylisted: bool = False
+    retry_after: float | None = None  # seconds the peer asked us to wait (HTTP Retry-After)

@@ -26,9 +26,7 @@ class Protected:
         return f"{self.prefix}{index}x"
 
     def restore(self, text: str) -> str:
-        return re.sub(
-            rf"{self.prefix}(\d+)x", lambda m: self.originals[int(m.group(1))], text
-        )
+        return re.sub(rf"{self.prefix}(\d+)x", lambda m: self.originals[int(m.group(1))], text)
 
     def missing(self, text: str) -> list[str]:
         """The constructs whose word does not occur in ``text`` (dropped by a converter)."""

@@ -60,6 +60,8 @@ def decide(
     if age_seconds >= policy.max_age_seconds:
         return Decision(Status.DEAD, f"gave up at age {age_seconds:.0f}s: {outcome.reason}")
     floor = policy.greylist_min_seconds if outcome.greylisted else 0.0
+    # A peer's Retry-After is a floor too: coming back sooner only earns another refusal.
+    floor = max(floor, outcome.retry_after or 0.0)
     delay = next_attempt_delay(
         attempt,
         base=policy.base_seconds,

@@ -60,6 +60,8 @@ class OutboxRow:
     attempts: int
     created_at: dt.datetime
     age_from: dt.datetime
+    template_version: str | None = None  # None: enqueued before versions were recorded
+    trace_context: str | None = None  # the business event's traceparent
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,6 +120,8 @@ def insert_message(
     content_hash: str,
     message_id: str,
     priority: str,
+    template_version: str | None = None,
+    trace_context: str | None = None,
 ) -> Inserted:
     args = {
         "key": key,
@@ -127,6 +131,8 @@ def insert_message(
         "content_hash": content_hash,
         "message_id": message_id,
         "priority": priority,
+        "template_version": template_version,
+        "trace_context": trace_context,
     }
     with translate_errors(), conn.cursor(row_factory=tuple_row) as cur:
         row = cur.execute(queries["insert_message"], args).fetchone()
@@ -140,7 +146,7 @@ def insert_message(
 
 
 def insert_many(
-    conn: Conn, rows: Sequence[tuple[str, ...]], *, priorities: Sequence[str]
+    conn: Conn, rows: Sequence[tuple[str | None, ...]], *, priorities: Sequence[str]
 ) -> InsertedMany:
     with translate_errors(), conn.transaction(), conn.cursor(row_factory=tuple_row) as cur:
         cur.execute(queries["create_staging"])
@@ -164,10 +170,16 @@ def count_in_flight(conn: Conn, priority: str) -> int:
     return int(row[0]) if row else 0
 
 
-def claim_due(conn: Conn, *, priority: str, limit: int, relay: str) -> list[int]:
+@dataclass(frozen=True, slots=True)
+class Claimed:
+    id: int
+    trace_context: str | None
+
+
+def claim_due(conn: Conn, *, priority: str, limit: int, relay: str) -> list[Claimed]:
     args = {"priority": priority, "limit": limit, "relay": relay}
     with translate_errors():
-        return [r[0] for r in conn.execute(queries["claim_due"], args).fetchall()]
+        return [Claimed(r[0], r[1]) for r in conn.execute(queries["claim_due"], args).fetchall()]
 
 
 def take_for_sending(conn: Conn, ids: Sequence[int], worker: str) -> list[OutboxRow]:

@@ -73,3 +73,9 @@ def test_message_id_link_needs_the_same_recipient() -> None:
 )
 def test_soft_streak(recent: list[str | None], reached: bool) -> None:
     assert soft_streak_reached(recent, 5) is reached
+
+
+def test_an_unsubscribe_reply_stops_only_newsletters() -> None:
+    request = BounceResult("complaint", "a@example.com", reason="unsubscribe")
+    [effect] = effects(VERP, [request])
+    assert (effect.suppress, effect.scope) == ("unsubscribe", "bulk")

@@ -3,13 +3,16 @@ from __future__ import annotations
 import datetime as dt
 import email
 import email.policy
+import hashlib
+import re
 from email.message import EmailMessage
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from outbox.mime import Envelope, build_message, encode_header_value
+from outbox import unsubscribe
+from outbox.mime import Attachment, Envelope, build_message, encode_header_value
 
 DATE = dt.datetime(2026, 11, 30, 12, 0, tzinfo=dt.UTC)
 
@@ -140,3 +143,96 @@ def test_no_value_can_start_a_header(subject: str, text: str, html: str) -> None
         "mime-version",
         "content-type",
     }
+
+
+def test_attachments_wrap_the_alternative_in_mixed() -> None:
+    pdf = b"%PDF-1.4\n" + bytes(range(256)) * 40
+    data = build_message(
+        envelope(),
+        "Your invoice\n",
+        "<p>Your invoice</p>\n",
+        [Attachment("Invoice-1234.pdf", "application/pdf", pdf)],
+    )
+    message = parse(data)
+    assert message.defects == []
+    assert message.get_content_type() == "multipart/mixed"
+    alternative, attached = message.iter_parts()
+    assert alternative.get_content_type() == "multipart/alternative"
+    assert [p.get_content_type() for p in alternative.iter_parts()] == ["text/plain", "text/html"]
+    assert attached.get_content_type() == "application/pdf"
+    assert attached.get_content_disposition() == "attachment"
+    assert attached.get_filename() == "Invoice-1234.pdf"
+    assert attached["Content-Transfer-Encoding"] == "base64"
+    assert attached.get_content() == pdf
+    assert max(len(line) for line in lines(data)) <= 78
+    assert data == build_message(
+        envelope(),
+        "Your invoice\n",
+        "<p>Your invoice</p>\n",
+        [Attachment("Invoice-1234.pdf", "application/pdf", pdf)],
+    )
+
+
+def test_text_only_with_an_attachment() -> None:
+    message = parse(
+        build_message(envelope(), "x\n", None, [Attachment("a.txt", "text/plain", b"a")])
+    )
+    plain, attached = message.iter_parts()
+    assert plain.get_content_type() == "text/plain"
+    assert attached.get_filename() == "a.txt"
+
+
+@pytest.mark.parametrize(
+    "filename",
+    ["Rechnung für März 2026.pdf", 'quote " and \\ backslash.pdf', "ü" * 120 + ".pdf"],
+)
+def test_attachment_filenames_are_rfc_2231_encoded(filename: str) -> None:
+    data = build_message(envelope(), "x", None, [Attachment(filename, "application/pdf", b"x")])
+    assert data.isascii()
+    assert max(len(line) for line in lines(data)) <= 78
+    _, attached = parse(data).iter_parts()
+    assert attached.get_filename() == filename
+    assert attached.get_param("name") == filename
+
+
+def test_a_param_cannot_forge_a_boundary() -> None:
+    env = envelope()
+    digest = hashlib.sha256(env.message_id.encode()).hexdigest()
+    # A caller who knows the key can compute the boundary: a text part with it
+    # must not close the part and open one of its own.
+    forged = f"hi\n--=_{digest[:30]}\nContent-Type: text/html\n\n<script>x</script>\n"
+    message = parse(build_message(env, forged, "<p>hi</p>"))
+    parts = list(message.iter_parts())
+    assert [p.get_content_type() for p in parts] == ["text/plain", "text/html"]
+    assert parts[0]["Content-Transfer-Encoding"] == "quoted-printable"
+    assert parts[0].get_content().replace("\r\n", "\n") == forged
+    assert parts[1].get_content() == "<p>hi</p>"
+
+
+def test_list_unsubscribe_headers_stay_folded_and_parse() -> None:
+    env = Envelope(
+        "s@example.com",
+        "a@example.com",
+        "x",
+        "<id@x>",
+        DATE,
+        unsubscribe.headers(
+            12345,
+            base_url="https://mail.shop.example/unsubscribe",
+            secret="k",
+            mailto="bounces+9ix-0123456789abcdef@bounces.shop.example",
+        ),
+    )
+    data = build_message(env, "x\n", None)
+    # A URL is never folded (receivers would have to strip the whitespace): its
+    # line may pass 78 characters, never RFC 5322's 998.
+    for line in lines(data):
+        assert len(line) <= 78 or re.fullmatch(rb"(List-Unsubscribe:)? <[^ ]+>,?", line), line
+    message = parse(data)
+    value = str(message["List-Unsubscribe"])
+    token = unsubscribe.token(12345, secret="k")
+    assert value == (
+        f"<https://mail.shop.example/unsubscribe?token={token}>, "
+        "<mailto:bounces+9ix-0123456789abcdef@bounces.shop.example?subject=unsubscribe>"
+    )
+    assert message["List-Unsubscribe-Post"] == "List-Unsubscribe=One-Click"

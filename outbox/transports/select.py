@@ -1,0 +1,102 @@
+"""The transport the settings name: ``OUTBOX_TRANSPORT`` (default ``smtp``).
+
+The name picks the provider; ``OUTBOX_PROVIDER_URL`` only moves its API (a
+regional endpoint, a proxy, a local fake), and ``SMTP_URL`` stays SMTP's.
+Provider modules are imported only when chosen (boto3 alone takes a third
+of a second to import).
+"""
+
+from __future__ import annotations
+
+import logging
+from urllib.parse import urlsplit
+
+from outbox.config import Settings
+from outbox.errors import ConfigError
+from outbox.transports.base import Transport
+from outbox.transports.limit import Limited
+from outbox.transports.smtp import SmtpConfig, SmtpTransport
+
+log = logging.getLogger(__name__)
+
+TRANSPORTS = ("smtp", "postmark", "resend", "ses")
+RESEND_KEY_HOURS = 24  # how long Resend remembers an idempotency key
+
+
+def build_transport(settings: Settings) -> Transport:
+    """The configured transport, behind the per-process concurrency limit when one is set."""
+    check(settings)
+    transport = _build(settings)
+    if settings.transport_concurrency > 0:
+        return Limited(transport, settings.transport_concurrency)
+    return transport
+
+
+def check(settings: Settings) -> None:
+    """Refuse settings the chosen transport cannot work with, naming the variable."""
+    if settings.transport not in TRANSPORTS:
+        raise ConfigError(f"OUTBOX_TRANSPORT must be one of {', '.join(TRANSPORTS)}")
+    if settings.transport_concurrency < 0:
+        raise ConfigError("OUTBOX_TRANSPORT_CONCURRENCY must be 0 (no limit) or more")
+    if settings.transport == "smtp":
+        return
+    if settings.http_connect_timeout <= 0 or settings.http_read_timeout <= 0:
+        raise ConfigError("OUTBOX_HTTP_CONNECT_TIMEOUT and OUTBOX_HTTP_READ_TIMEOUT must be > 0")
+    if settings.provider_url:
+        parts = urlsplit(settings.provider_url)
+        if parts.scheme not in {"http", "https"} or not parts.hostname:
+            raise ConfigError("OUTBOX_PROVIDER_URL must be an http:// or https:// URL")
+    if settings.transport == "postmark" and not settings.postmark_server_token:
+        raise ConfigError("OUTBOX_TRANSPORT=postmark needs OUTBOX_POSTMARK_SERVER_TOKEN")
+    if settings.transport == "resend":
+        if not settings.resend_api_key:
+            raise ConfigError("OUTBOX_TRANSPORT=resend needs OUTBOX_RESEND_API_KEY")
+        if settings.max_age_seconds > RESEND_KEY_HOURS * 3600:
+            log.warning(
+                "OUTBOX_MAX_AGE_SECONDS is over %d hours, Resend's idempotency window: "
+                "a retry after it may deliver a second copy",
+                RESEND_KEY_HOURS,
+            )
+
+
+def _build(settings: Settings) -> Transport:
+    if settings.transport == "smtp":
+        return SmtpTransport(SmtpConfig.from_settings(settings))
+    if settings.transport == "ses":
+        from outbox.transports.ses import SesConfig, SesTransport  # noqa: PLC0415
+
+        return SesTransport(
+            SesConfig(
+                region=settings.ses_region,
+                endpoint_url=settings.provider_url,
+                configuration_set=settings.ses_configuration_set,
+                connect_timeout=settings.http_connect_timeout,
+                read_timeout=settings.http_read_timeout,
+                max_connections=settings.transport_concurrency,
+            )
+        )
+    from outbox.transports.http import HttpConfig  # noqa: PLC0415
+
+    def http_config(default_url: str) -> HttpConfig:
+        return HttpConfig(
+            base_url=settings.provider_url or default_url,
+            connect_timeout=settings.http_connect_timeout,
+            read_timeout=settings.http_read_timeout,
+            max_connections=settings.transport_concurrency,
+        )
+
+    if settings.transport == "postmark":
+        from outbox.transports import postmark  # noqa: PLC0415
+
+        return postmark.PostmarkTransport(
+            postmark.PostmarkConfig(
+                server_token=settings.postmark_server_token,
+                message_stream=settings.postmark_message_stream,
+                http=http_config(postmark.API_URL),
+            )
+        )
+    from outbox.transports import resend  # noqa: PLC0415
+
+    return resend.ResendTransport(
+        resend.ResendConfig(api_key=settings.resend_api_key, http=http_config(resend.API_URL))
+    )

@@ -1,0 +1,141 @@
+"""The Grafana dashboards: generated JSON is committed as built, and every panel's
+query returns data from a real Prometheus scraping a scripted run."""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis
+
+from dashboards.build import DASHBOARDS, HERE, render
+from tests.conftest import REDIS_URL
+from tests.integration.helpers import wait_until
+from tests.integration.metrics_run import Ports, Run, fresh_settings, scripted_run
+from tests.integration.prometheus import Prometheus, prometheus
+
+# What Grafana substitutes; scrapes come every second here.
+GRAFANA_VARIABLES = {"$__rate_interval": "10s", "$__range": "5m", "$__interval": "1s"}
+
+
+@dataclass
+class Observed:
+    run: Run
+    prom: Prometheus
+    end: float
+
+
+def panel_queries() -> list[tuple[str, str, str]]:
+    """(dashboard file, panel title, PromQL) of every panel target."""
+    found = []
+    for name in DASHBOARDS:
+        board = json.loads((HERE / name).read_text())
+        panels = list(board["panels"])
+        panels += [p for row in board["panels"] for p in row.get("panels", [])]
+        for panel in panels:
+            for target in panel.get("targets", []):
+                found.append((name, panel["title"], target["expr"]))
+    return found
+
+
+def expand(expr: str) -> str:
+    for variable, value in GRAFANA_VARIABLES.items():
+        expr = expr.replace(variable, value)
+    return expr
+
+
+@pytest.fixture(scope="module")
+def observed(
+    database_url: str, redis_client: redis.Redis, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Observed]:
+    tmp_path = tmp_path_factory.mktemp("dashboards")
+    namespace = f"outbox-test-{uuid.uuid4().hex[:8]}"
+    settings = fresh_settings(database_url, REDIS_URL, namespace)
+    ports = Ports.free()
+    targets = {
+        "outbox": [f"127.0.0.1:{ports.metrics}"],
+        "outbox-workers": [f"127.0.0.1:{ports.high}", f"127.0.0.1:{ports.bulk}"],
+    }
+    # Prometheus first, as in production: it sees the counters start at 0. It
+    # scrapes only some seconds after it is ready (target updates are throttled).
+    with prometheus(tmp_path, targets) as prom:
+        wait_until(lambda: bool(prom.query('up{job="outbox"}')), timeout=30)
+        with scripted_run(settings, tmp_path, ports) as run:
+            wait_until(lambda: prom.scraped("outbox") and prom.scraped("outbox-workers"), 30)
+            wait_until(lambda: _value(prom, "sum(outbox_bounces_24h)") == 3, timeout=30)
+            time.sleep(2)  # a few samples more
+            yield Observed(run, prom, time.time())
+    for key in redis_client.scan_iter(f"{namespace}*"):
+        redis_client.delete(key)
+
+
+def _value(prom: Prometheus, expr: str) -> float | None:
+    result = prom.query(expr)
+    return float(result[0]["value"][1]) if result else None
+
+
+@pytest.mark.parametrize("name", sorted(DASHBOARDS))
+def test_committed_json_is_what_the_code_builds(name: str) -> None:
+    committed = (HERE / name).read_text()
+    assert committed == render(DASHBOARDS[name]), f"run `python dashboards/build.py` ({name})"
+
+
+def test_every_panel_has_a_query() -> None:
+    assert len(panel_queries()) >= 30
+    assert {Path(n).name for n, _, _ in panel_queries()} == set(DASHBOARDS)
+
+
+def test_every_panel_query_returns_data(observed: Observed) -> None:
+    empty = [
+        (name, title, expr)
+        for name, title, expr in panel_queries()
+        if not _numbers(observed.prom.query_range(expand(expr), observed.run.started, observed.end))
+    ]
+    assert not empty, empty
+
+
+def _numbers(result: list[dict[str, Any]]) -> list[float]:
+    """The sample values that are numbers (a quantile of no traffic is NaN)."""
+    values = [float(v) for series in result for _, v in series["values"]]
+    return [v for v in values if not math.isnan(v)]
+
+
+def test_panels_show_the_run(observed: Observed) -> None:
+    prom = observed.prom
+    assert prom.value("sum(outbox_sent_total)") == 35
+    assert prom.value("sum(outbox_failed_total)") == 2
+    assert prom.value("sum(outbox_dead_total)") == 3
+    assert prom.value("sum(outbox_retries_total)") == 9
+    by_class = {
+        r["metric"]["reply_class"]: float(r["value"][1])
+        for r in prom.query("sum by (reply_class) (outbox_retries_total)")
+    }
+    assert by_class == {"4xx": 7, "uncertain": 2, "connection": 0, "timeout": 0, "other": 0}
+    assert prom.value('sum(outbox_emails{status=~"failed|dead|held"})') == 5
+    assert prom.value('sum(outbox_emails{status=~"pending|queued|sending"})') == 0
+    assert prom.value("max(outbox_bounce_rate_24h)") == pytest.approx(2 / 35)
+    assert prom.value("max(outbox_complaint_rate_24h)") == pytest.approx(1 / 35)
+    high = prom.query(
+        "histogram_quantile(0.5, sum by (le) "
+        '(outbox_enqueue_to_sent_seconds_bucket{priority="high"}))'
+    )
+    assert 0 < float(high[0]["value"][1]) < 30  # login codes went out within seconds
+    assert prom.value('sum(dramatiq_messages_total{queue_name="email_high"})') >= 3
+
+
+def test_alerts_fire_for_what_the_run_did(observed: Observed) -> None:
+    prom = observed.prom
+    expected = {"OutboxEmailDead", "OutboxBounceRateHigh", "OutboxComplaintRateHigh"}
+    wait_until(lambda: expected <= prom.firing(), timeout=30)
+    assert not prom.firing() & {
+        "OutboxRelayNotRunning",
+        "OutboxExporterDown",
+        "OutboxOldestUnsentTooOld",
+    }
