@@ -70,7 +70,10 @@ def redis_client() -> redis.Redis:
 def settings(database_url: str, redis_client: redis.Redis) -> Iterator[Settings]:
     """Fresh tables and a broker namespace of the test's own; time compressed."""
     with psycopg.connect(database_url) as conn:
-        conn.execute("TRUNCATE email_outbox, email_attempt, email_event, email_suppression, email_bounce RESTART IDENTITY")
+        conn.execute(
+            "TRUNCATE email_outbox, email_attempt, email_event, email_suppression, email_bounce"
+            " RESTART IDENTITY"
+        )
     namespace = f"outbox-test-{uuid.uuid4().hex[:8]}"
     yield Settings(
         database_url=database_url,

@@ -204,10 +204,16 @@ SELECT id, status FROM swept;
 SELECT status, priority, count(*) FROM email_outbox GROUP BY status, priority ORDER BY 1, 2;
 
 -- oldest_unsent --
--- Age in seconds of the oldest row not yet handed to a relay, per priority.
-SELECT priority, extract(epoch FROM now() - min(created_at))::float8
-FROM email_outbox WHERE status IN ('pending', 'queued', 'sending')
-GROUP BY priority;
+-- Age in seconds of the oldest unsent row per priority (from enqueue or the last
+-- requeue), read from the head of the email_outbox_unsent_age index.
+SELECT p.priority, extract(epoch FROM now() - oldest.at)::float8
+FROM (VALUES ('high'), ('bulk')) AS p (priority)
+CROSS JOIN LATERAL (
+    SELECT greatest(created_at, requeued_at) AS at FROM email_outbox
+    WHERE status IN ('pending', 'queued', 'sending') AND priority = p.priority
+    ORDER BY greatest(created_at, requeued_at)
+    LIMIT 1
+) AS oldest;
 
 -- find_message --
 -- One row by idempotency key or Message-ID.
