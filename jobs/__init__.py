@@ -12,9 +12,10 @@ from outbox.config import default_settings
 broker = install(default_settings())
 
 from jobs import actors  # noqa: E402  (after the broker, on purpose)
-from jobs.middleware import ShutdownSignal, Tracing  # noqa: E402
+from jobs.middleware import ShutdownSignal, Tracing, Warmup  # noqa: E402
 
 broker.add_middleware(ShutdownSignal(actors.stopping))
 broker.add_middleware(Tracing("outbox-worker"))
+broker.add_middleware(Warmup(actors.warm_up))
 
 __all__ = ["actors", "broker"]

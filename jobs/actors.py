@@ -52,3 +52,10 @@ def deliver_high(ids: list[int]) -> None:
 )
 def deliver_bulk(ids: list[int]) -> None:
     delivery().deliver(ids)
+
+
+def warm_up() -> None:
+    """Open the pool and compile every template before the first message."""
+    templates = delivery().templates
+    for name in templates.names():
+        templates.get(name)

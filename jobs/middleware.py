@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import logging
 import threading
+from collections.abc import Callable
 from typing import Any
 
 import dramatiq
@@ -82,3 +84,18 @@ class Tracing(dramatiq.Middleware):
             span.set_status(Status(StatusCode.ERROR, type(exception).__name__))
         span.end()
         context.detach(token)  # type: ignore[arg-type]
+
+
+class Warmup(dramatiq.Middleware):
+    """Builds the delivery (pool, transport) and compiles every template when a
+    worker process boots, so the first login code does not pay for MJML."""
+
+    def __init__(self, warm: Callable[[], None]) -> None:
+        self.warm = warm
+
+    def after_process_boot(self, broker: dramatiq.Broker) -> None:
+        try:
+            self.warm()
+        except Exception:
+            # A broken template must not stop the worker: the send reports it.
+            logging.getLogger(__name__).exception("warming up the worker failed")

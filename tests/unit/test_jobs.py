@@ -3,14 +3,14 @@ from __future__ import annotations
 from dramatiq.middleware import AgeLimit, Retries
 
 import jobs
-from jobs.middleware import ShutdownSignal
+from jobs.middleware import ShutdownSignal, Tracing, Warmup
 
 
 def test_the_row_owns_retries_not_dramatiq() -> None:
     kinds = {type(m) for m in jobs.broker.middleware}
     assert Retries not in kinds
     assert AgeLimit not in kinds
-    assert ShutdownSignal in kinds
+    assert {ShutdownSignal, Tracing, Warmup} <= kinds
 
 
 def test_one_actor_per_queue() -> None:
