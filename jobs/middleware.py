@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import logging
+import signal
 import threading
 from collections.abc import Callable
+from types import FrameType
 from typing import Any
 
 import dramatiq
@@ -17,10 +19,31 @@ from outbox.tracing import tracer
 
 
 class ShutdownSignal(dramatiq.Middleware):
-    """Sets an event when the worker starts shutting down (SIGTERM)."""
+    """Sets an event when the worker starts shutting down (SIGTERM).
+
+    A platform stopping a dyno signals every process of it, and the Dramatiq
+    master forwards its own SIGTERM too: each worker process gets two, and
+    Dramatiq takes the second as "exit now", abandoning batches mid-send. So
+    in each worker process the first SIGTERM starts the graceful stop (and
+    tells batches to hand back what they have not tried) and later ones are
+    ignored; the platform's SIGKILL stays the hard stop.
+    """
 
     def __init__(self, event: threading.Event) -> None:
         self.event = event
+
+    def after_process_boot(self, broker: dramatiq.Broker) -> None:
+        graceful = signal.getsignal(signal.SIGTERM)
+        stopping = self.event
+
+        def on_sigterm(signum: int, frame: FrameType | None) -> None:
+            if stopping.is_set():
+                return
+            stopping.set()
+            if callable(graceful):
+                graceful(signum, frame)
+
+        signal.signal(signal.SIGTERM, on_sigterm)
 
     def before_worker_shutdown(self, broker: dramatiq.Broker, worker: Any) -> None:
         self.event.set()

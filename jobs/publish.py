@@ -5,9 +5,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import dramatiq
+import dramatiq.errors
+import redis
 from opentelemetry import propagate
 
 from jobs.queues import queue_name
+from outbox.errors import BrokerError
 from outbox.models import Priority
 
 ACTOR_NAMES = {Priority.HIGH: "deliver_high", Priority.BULK: "deliver_bulk"}
@@ -29,4 +32,8 @@ class Publisher:
             message: dramatiq.Message[None] = dramatiq.Message(
                 queue_name=queue, actor_name=actor, args=(list(ids),), kwargs={}, options=options
             )
-            self.broker.enqueue(message)
+            try:
+                self.broker.enqueue(message)
+            except (redis.RedisError, dramatiq.errors.DramatiqError) as exc:
+                # Translated here, at the edge: the relay knows no broker.
+                raise BrokerError(f"could not publish to {queue}: {exc}") from exc

@@ -26,6 +26,7 @@ class Settings:
     smtp_starttls: str = "opportunistic"  # never | opportunistic | required
     smtp_connect_timeout: float = 10.0
     smtp_command_timeout: float = 60.0
+    smtp_attempt_timeout: float = 0.0  # a whole attempt; 0: connect + 2 * command timeout
     smtp_ca_file: str = ""  # CA bundle for a relay with a private certificate
     transport: str = "smtp"  # smtp | postmark | resend | ses (outbox.transports.select)
     transport_concurrency: int = 0  # sends at once per worker process; 0: no limit

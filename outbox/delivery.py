@@ -120,16 +120,18 @@ class Delivery:
         # Stop well before the sweeper would call a row abandoned.
         deadline = time.monotonic() + self.settings.stuck_seconds / 2
         records: list[store.AttemptRecord] = []
-        for index, row in enumerate(rows):
-            if self.stopping.is_set() or time.monotonic() > deadline:
-                left = [r.id for r in rows[index:]]
-                self._release(
-                    left, worker, "worker stopping" if self.stopping.is_set() else "batch deadline"
-                )
-                break
-            records.append(self._attempt(row))
-        if records:
-            self._record(records, worker)
+        try:
+            for index, row in enumerate(rows):
+                if self.stopping.is_set() or time.monotonic() > deadline:
+                    left = [r.id for r in rows[index:]]
+                    stopping = self.stopping.is_set()
+                    self._release(left, worker, "worker stopping" if stopping else "batch deadline")
+                    break
+                records.append(self._attempt(row))
+        finally:
+            # What was tried is recorded even if something later in the batch failed.
+            if records:
+                self._record(records, worker)
 
     def _attempt(self, row: store.OutboxRow) -> store.AttemptRecord:
         """One attempt in its own span: in the business event's trace for a
@@ -156,9 +158,12 @@ class Delivery:
         reply: Reply | None = None
         try:
             message = self.build(row)
-        except OutboxError as exc:
-            # Our own defect (a broken template or address data), not the
-            # receiver's verdict: retrying gives an operator time to fix it.
+        except Exception as exc:
+            # Our own defect (a broken template, params of the wrong shape), not
+            # the receiver's verdict, and this row's alone: retrying gives an
+            # operator time to fix it; the other rows of the batch go on.
+            if not isinstance(exc, OutboxError):
+                log.exception("building email %s failed", row.id)
             outcome = Outcome(Verdict.RETRY, f"could not build the message: {exc}")
         else:
             try:

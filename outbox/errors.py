@@ -13,6 +13,7 @@
     │   ├── InvalidKey           the idempotency key is empty, too long or has control characters
     │   └── IdempotencyConflict  the key exists with different content
     ├── StoreError               the database failed (the psycopg error is the __cause__)
+    ├── BrokerError              the message broker failed (its error is the __cause__)
     ├── TemplateError            a template could not be rendered
     └── TransportError           a transport is misconfigured (a refused send is a reply)
 
@@ -68,6 +69,10 @@ class IdempotencyConflict(InvalidMessage):
 
 class StoreError(OutboxError):
     """The database failed."""
+
+
+class BrokerError(OutboxError):
+    """The message broker failed."""
 
 
 class TemplateError(OutboxError):

@@ -96,7 +96,7 @@ class Relay:
                         self._last_sweep = time.monotonic()
                     result = self.run_round()
                     failures = 0
-                except (OutboxError, psycopg.Error, OSError, ConnectionError) as exc:
+                except (OutboxError, psycopg.Error, OSError) as exc:
                     # Postgres or the broker is away: nothing was committed, so
                     # nothing is lost; wait and try again.
                     failures += 1

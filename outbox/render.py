@@ -70,8 +70,10 @@ class Template:
             subject = self.subject.render(params)
             text = self.text.render(params)
             html = self.html.render(params) if self.html else None
-        except jinja2.TemplateError as exc:
-            raise TemplateError(f"template {self.name!r}: {exc}") from exc
+        except Exception as exc:
+            # Params of the wrong shape fail inside the template (a loop over a
+            # number, say) with any exception; all of them are this email's.
+            raise TemplateError(f"template {self.name!r}: {type(exc).__name__}: {exc}") from exc
         if self.text_derived:  # a false {% if %} leaves its paragraph's blank lines
             text = _BLANK_LINES.sub("\n\n", text).strip("\n") + "\n"
         # A subject is one header line whatever a param holds: line breaks

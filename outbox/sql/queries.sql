@@ -154,10 +154,11 @@ SELECT id FROM updated;
 
 -- release_unattempted --
 -- Hand back rows a worker took but never tried (shutdown, deadline); the
--- attempt they were charged is refunded.
+-- attempt they were charged is refunded. Rows handed back or swept keep their
+-- (past) next_attempt_at, so they go to the front of the due queue.
 UPDATE email_outbox
 SET status = 'pending', status_reason = %(reason)s, attempts = attempts - 1,
-    locked_by = NULL, locked_at = NULL, next_attempt_at = now()
+    locked_by = NULL, locked_at = NULL
 WHERE id = ANY(%(ids)s) AND status = 'sending' AND locked_by = %(worker)s;
 
 -- sweep_queued --
@@ -171,7 +172,7 @@ WITH stuck AS (
 )
 UPDATE email_outbox o
 SET status = 'pending', status_reason = 'swept: queued without a worker taking it',
-    locked_by = NULL, locked_at = NULL, next_attempt_at = now()
+    locked_by = NULL, locked_at = NULL
 FROM stuck WHERE o.id = stuck.id
 RETURNING o.id;
 
@@ -190,7 +191,7 @@ WITH stuck AS (
         status_reason = 'swept: worker ' || coalesce(o.locked_by, '?') || ' never finished sending',
         last_error = 'worker lost while sending; delivery uncertain',
         failed_at = CASE WHEN o.attempts >= %(max_attempts)s THEN now() ELSE o.failed_at END,
-        locked_by = NULL, locked_at = NULL, next_attempt_at = now()
+        locked_by = NULL, locked_at = NULL
     FROM stuck WHERE o.id = stuck.id
     RETURNING o.id, o.attempts, o.status
 ), attempts AS (

@@ -8,11 +8,13 @@ is a plain retry.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import smtplib
 import socket
 import ssl
 import threading
+import time
 from dataclasses import dataclass
 from urllib.parse import unquote, urlsplit
 
@@ -34,6 +36,8 @@ class SmtpConfig:
     starttls: str = "opportunistic"  # never | opportunistic | required
     connect_timeout: float = 10.0
     command_timeout: float = 60.0
+    # A whole attempt, however the relay trickles its replies; 0: connect + 2 * command.
+    attempt_timeout: float = 0.0
     local_hostname: str | None = None
     ca_file: str | None = None  # trust this CA bundle instead of the system's
 
@@ -60,6 +64,7 @@ class SmtpConfig:
             starttls=settings.smtp_starttls,
             connect_timeout=settings.smtp_connect_timeout,
             command_timeout=settings.smtp_command_timeout,
+            attempt_timeout=settings.smtp_attempt_timeout,
             ca_file=settings.smtp_ca_file or None,
         )
 
@@ -81,14 +86,33 @@ class SmtpTransport:
         # Every thread's connection, so that close() can end them all.
         self._open_connections: set[smtplib.SMTP] = set()
         self._registry_lock = threading.Lock()
+        self._deadlines = _Deadlines()
+        self._tls_context: ssl.SSLContext | None = None
+
+    def _tls(self) -> ssl.SSLContext:
+        # Loading the CA bundle costs tens of milliseconds: once per transport.
+        if self._tls_context is None:
+            self._tls_context = ssl.create_default_context(cafile=self.config.ca_file or None)
+        return self._tls_context
 
     def send(self, message: OutgoingMessage) -> Reply:
-        reused = getattr(self._local, "smtp", None) is not None
-        reply = self._send_once(message)
-        # A reused connection the relay closed while idle fails before any
-        # message byte left; one fresh try is safe and spares an attempt.
-        if reused and reply.code is None and reply.stage in (Stage.MAIL, Stage.CONNECT):
+        config = self.config
+        limit = config.attempt_timeout or config.connect_timeout + 2 * config.command_timeout
+        watch = self._local.watch = self._deadlines.start(limit)
+        watch.smtp = getattr(self._local, "smtp", None)
+        try:
+            reused = watch.smtp is not None
             reply = self._send_once(message)
+            # A reused connection the relay closed while idle fails before any
+            # message byte left; one fresh try is safe and spares an attempt.
+            if reused and reply.code is None and reply.stage in (Stage.MAIL, Stage.CONNECT):
+                reply = self._send_once(message)
+        finally:
+            self._deadlines.end(watch)
+        if watch.expired and reply.code is None:
+            # Socket timeouts count per read; a relay answering a byte at a
+            # time never trips them. The attempt's own deadline shut it.
+            return Reply(reply.stage, error=f"timeout: attempt took longer than {limit:.0f}s")
         return reply
 
     def close(self) -> None:
@@ -124,7 +148,7 @@ class SmtpTransport:
 
     def _open(self) -> smtplib.SMTP:
         config = self.config
-        context = ssl.create_default_context(cafile=config.ca_file or None)
+        context = self._tls()
         smtp: smtplib.SMTP
         if config.implicit_tls:
             smtp = smtplib.SMTP_SSL(
@@ -139,6 +163,9 @@ class SmtpTransport:
         # smtplib only records the host for STARTTLS's certificate check when
         # it connects from its constructor, which would hide the failing stage.
         smtp._host = config.host  # type: ignore[attr-defined]
+        watch = getattr(self._local, "watch", None)
+        if watch is not None:
+            watch.smtp = smtp  # from now on the deadline can cut this connection
         try:
             code, text = _with_stage(Stage.CONNECT, smtp.connect, config.host, config.port)
             if code != 220:
@@ -238,6 +265,60 @@ class SmtpTransport:
             with self._registry_lock:
                 self._open_connections.discard(smtp)
             smtp.close()
+
+
+class _Watch:
+    __slots__ = ("deadline", "expired", "smtp")
+
+    def __init__(self, deadline: float) -> None:
+        self.deadline = deadline
+        self.expired = False
+        self.smtp: smtplib.SMTP | None = None
+
+
+class _Deadlines:
+    """One thread per transport that cuts attempts past their deadline.
+
+    Shutting the socket ends whatever read or write is in progress with an
+    error; the attempt then reports a timeout at the stage it had reached.
+    A thread per attempt would cost more than the rest of a send.
+    """
+
+    TICK = 0.2  # seconds between checks: the deadline's precision
+
+    def __init__(self) -> None:
+        self._watches: set[_Watch] = set()
+        self._lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+
+    def start(self, seconds: float) -> _Watch:
+        watch = _Watch(time.monotonic() + seconds)
+        with self._lock:
+            self._watches.add(watch)
+            if self._thread is None:
+                self._thread = threading.Thread(
+                    target=self._run, name="smtp-deadlines", daemon=True
+                )
+                self._thread.start()
+        return watch
+
+    def end(self, watch: _Watch) -> None:
+        with self._lock:
+            self._watches.discard(watch)
+
+    def _run(self) -> None:
+        while True:
+            time.sleep(self.TICK)
+            now = time.monotonic()
+            with self._lock:
+                overdue = [w for w in self._watches if w.deadline <= now and not w.expired]
+                for watch in overdue:
+                    watch.expired = True
+            for watch in overdue:
+                sock = watch.smtp.sock if watch.smtp is not None else None
+                if sock is not None:
+                    with contextlib.suppress(OSError):
+                        sock.shutdown(socket.SHUT_RDWR)
 
 
 def _with_stage(stage: Stage, call, *args, **kwargs):  # type: ignore[no-untyped-def]
