@@ -54,6 +54,11 @@ def run_demo(settings: Settings, *, newsletter: int, timeout: float) -> int:
                     ),
                 )
                 conn.commit()
+                # The login code arrives while the newsletter is draining.
+                deadline = time.monotonic() + timeout
+                while len(sink.messages) < min(50, newsletter) and time.monotonic() < deadline:
+                    time.sleep(0.01)
+                waiting = newsletter - len(sink.messages)
                 login = enqueue(
                     conn,
                     idempotency_key=f"{run}-login-code",
@@ -63,7 +68,10 @@ def run_demo(settings: Settings, *, newsletter: int, timeout: float) -> int:
                     priority="high",
                 )
                 conn.commit()
-            print(f"run {run}: enqueued 1 login code behind {newsletter} newsletter emails")
+            print(
+                f"run {run}: enqueued a {newsletter}-recipient newsletter, then a login code"
+                f" while {waiting} newsletter emails were still waiting"
+            )
             counts = _wait(settings, run, newsletter + 1, timeout)
             elapsed = time.monotonic() - started
     with psycopg.connect(settings.database_url) as conn:
@@ -98,10 +106,11 @@ def _report(
     print("emails per status: " + ", ".join(f"{s}={n}" for s, n in sorted(counts.items())))
     print(f"messages at the SMTP server: {len(sink.messages)}")
     login = next((r for r in sent if r["message_id"] == login_message_id), None)
+    arrival = 1 + sink.message_ids().index(login_message_id) if login else 0
     if login:
         print(
-            f"login code delivered {login['latency']:.3f}s after commit, "
-            f"position {sent.index(login) + 1} of {len(sent)} deliveries"
+            f"login code delivered {login['latency'] * 1000:.0f} ms after its commit; "
+            f"it was message {arrival} of {len(sink.messages)} at the SMTP server"
         )
     print("a few delivered Message-IDs (with the relay's queue id):")
     for row in sent[:3] + sent[-2:]:
