@@ -37,7 +37,7 @@ FILL = [
         message_id, priority, status, status_reason, attempts, created_at, queued_at, sent_at,
         provider_message_id)
     SELECT 'h-' || g, 'reader' || g || '@example.com', 'newsletter', '{PARAMS}', md5(g::text),
-        '<h' || g || '@outbox.localhost>', CASE WHEN g % 10 = 0 THEN 'high' ELSE 'bulk' END,
+        '<h' || g || '@outbox.localhost>', CASE WHEN g %% 10 = 0 THEN 'high' ELSE 'bulk' END,
         'sent', 'sent', 1, now() - make_interval(secs => (%(n)s - g) * 0.3 + 2),
         now() - make_interval(secs => (%(n)s - g) * 0.3 + 1),
         now() - make_interval(secs => (%(n)s - g) * 0.3), 'Q' || g
@@ -45,8 +45,8 @@ FILL = [
     """INSERT INTO email_outbox (idempotency_key, recipient, template, params, content_hash,
         message_id, priority, status, status_reason, attempts, created_at, failed_at, last_error)
     SELECT 'f-' || g, 'gone' || g || '@example.com', 'newsletter', '{}', md5(g::text),
-        '<f' || g || '@outbox.localhost>', CASE WHEN g % 10 = 0 THEN 'high' ELSE 'bulk' END,
-        CASE WHEN g % 20 = 0 THEN 'dead' ELSE 'failed' END, 'x', 1,
+        '<f' || g || '@outbox.localhost>', CASE WHEN g %% 10 = 0 THEN 'high' ELSE 'bulk' END,
+        CASE WHEN g %% 20 = 0 THEN 'dead' ELSE 'failed' END, 'x', 1,
         now() - make_interval(secs => g * 10), now() - make_interval(secs => g * 10), '550'
     FROM generate_series(1, %(n)s / 40) g""",
     """INSERT INTO email_outbox (idempotency_key, recipient, template, params, content_hash,
@@ -59,8 +59,8 @@ FILL = [
     SELECT id, 1, 'sent', 'final_reply', 250, '2.0.0 Ok', 12.5, 'w', sent_at
     FROM email_outbox WHERE status = 'sent'""",
     """UPDATE email_outbox SET bounced_at = sent_at + interval '1 minute',
-        bounce_class = (ARRAY['hard', 'soft', 'complaint'])[id % 3 + 1]
-    WHERE status = 'sent' AND id % 97 = 0""",
+        bounce_class = (ARRAY['hard', 'soft', 'complaint'])[id %% 3 + 1]
+    WHERE status = 'sent' AND id %% 97 = 0""",
 ]
 
 
