@@ -108,8 +108,9 @@ def _report(
     login = next((r for r in sent if r["message_id"] == login_message_id), None)
     arrival = 1 + sink.message_ids().index(login_message_id) if login else 0
     if login:
+        latency_ms = float(login["latency"]) * 1000  # type: ignore[arg-type]  # a float column
         print(
-            f"login code delivered {login['latency'] * 1000:.0f} ms after its commit; "
+            f"login code delivered {latency_ms:.0f} ms after its commit; "
             f"it was message {arrival} of {len(sink.messages)} at the SMTP server"
         )
     print("a few delivered Message-IDs (with the relay's queue id):")

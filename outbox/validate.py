@@ -141,12 +141,20 @@ def _has_header_breaker(value: Any) -> bool:
 
 
 def _has_non_finite(value: Any) -> bool:
-    if isinstance(value, float):
-        return not math.isfinite(value)
-    if isinstance(value, dict):
-        return any(_has_non_finite(v) for v in value.values())
-    if isinstance(value, list | tuple):
-        return any(_has_non_finite(v) for v in value)
+    # Iterative and type-exact: this runs for every row of a newsletter.
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        kind = type(item)
+        if kind is float:
+            if not math.isfinite(item):
+                return True
+        elif kind is dict:
+            stack.extend(item.values())
+        elif kind is list or kind is tuple:
+            stack.extend(item)
+        elif isinstance(item, float) and not math.isfinite(item):  # a float subclass
+            return True
     return False
 
 
