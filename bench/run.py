@@ -269,7 +269,7 @@ def bench_login_latency(smtp_url: str, backlog: int, samples: int) -> None:
         meter = CpuMeter()
         stop = threading.Event()
         watcher = threading.Thread(target=watch_rss, args=(meter, stop))
-        with Pipeline(env, high=(1, 4), bulk=(2, 8)):
+        with Pipeline(env, high=(1, 4), bulk=(2, 8), split_relays=True):
             watcher.start()
             while count_status(settings, "sent") < min(2000, backlog // 10):
                 time.sleep(0.1)  # the backlog is draining now

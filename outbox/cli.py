@@ -52,7 +52,13 @@ def _parser() -> argparse.ArgumentParser:
         return sub
 
     command("migrate", cmd_migrate, "create or update the schema (safe while workers run)")
-    command("relay", cmd_relay, "publish due rows to the broker and sweep stuck ones")
+    relay = command("relay", cmd_relay, "publish due rows to the broker and sweep stuck ones")
+    relay.add_argument(
+        "--priority",
+        action="append",
+        choices=["high", "bulk"],
+        help="only these priorities (default both); a high-only relay keeps codes fast",
+    )
     command("sweep", cmd_sweep, "return rows stuck in queued or sending, once")
     status = command("status", cmd_status, "rows per status and priority, oldest unsent age")
     status.add_argument("--json", action="store_true", help="machine-readable output")
@@ -122,6 +128,7 @@ def cmd_relay(settings: Settings, args: argparse.Namespace) -> int:
     from jobs.publish import Publisher  # noqa: PLC0415
     from jobs.queues import make_broker  # noqa: PLC0415
     from otel.tracing import setup_tracing  # noqa: PLC0415
+    from outbox.models import Priority  # noqa: PLC0415
     from outbox.relay import Relay  # noqa: PLC0415
 
     setup_tracing("outbox-relay")
@@ -133,7 +140,8 @@ def cmd_relay(settings: Settings, args: argparse.Namespace) -> int:
         check=ConnectionPool.check_connection,
         name="outbox-relay",
     ) as pool:
-        Relay(settings, pool, Publisher(make_broker(settings))).run(stop)
+        priorities = [Priority(p) for p in args.priority or ("high", "bulk")]
+        Relay(settings, pool, Publisher(make_broker(settings)), priorities=priorities).run(stop)
     return 0
 
 

@@ -33,7 +33,7 @@ def run_demo(settings: Settings, *, newsletter: int, timeout: float) -> int:
             "OUTBOX_NAMESPACE": run,  # a broker namespace of its own
             "OUTBOX_LOG_LEVEL": os.environ.get("OUTBOX_LOG_LEVEL", "WARNING"),
         }
-        with Pipeline(env, high=(1, 4), bulk=(1, 8)):
+        with Pipeline(env, high=(1, 4), bulk=(1, 8), split_relays=True):
             started = time.monotonic()
             with psycopg.connect(settings.database_url) as conn:
                 enqueue_many(

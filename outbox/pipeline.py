@@ -21,11 +21,18 @@ class Pipeline:
     high: tuple[int, int] = (1, 4)  # processes, threads
     bulk: tuple[int, int] = (1, 8)
     log_dir: Path | None = None
+    split_relays: bool = False  # one relay for high, a niced one for bulk
     procs: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
 
     def start(self) -> Pipeline:
+        relay = [sys.executable, "-m", "outbox.cli", "relay"]
         for index in range(self.relays):
-            self.spawn(f"relay{index}", [sys.executable, "-m", "outbox.cli", "relay"])
+            if self.split_relays:
+                # As the Procfile runs them: codes and newsletters relayed apart.
+                self.spawn(f"relay{index}-high", [*relay, "--priority", "high"])
+                self.spawn(f"relay{index}-bulk", ["nice", "-n", "10", *relay, "--priority", "bulk"])
+            else:
+                self.spawn(f"relay{index}", relay)
         for queue, (processes, threads) in (("email_high", self.high), ("email_bulk", self.bulk)):
             if processes:
                 self.spawn(queue, worker_command(queue, processes, threads), WORKER_ENV[queue])

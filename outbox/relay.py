@@ -51,17 +51,20 @@ class Relay:
         publish: Publish,
         *,
         name: str | None = None,
+        priorities: Sequence[Priority] = (Priority.HIGH, Priority.BULK),
     ) -> None:
         self.settings = settings
         self.pool = pool
         self.publish = publish
         self.name = name or f"relay:{socket.gethostname()}:{os.getpid()}"
+        # A relay of its own for login codes is never inside a newsletter's round.
+        self.priorities = sorted(priorities, key=[Priority.HIGH, Priority.BULK].index)
         self._last_sweep = 0.0
 
     def run_round(self) -> RoundResult:
         """Claim and publish one batch per priority, high first."""
         result = RoundResult()
-        for priority in (Priority.HIGH, Priority.BULK):
+        for priority in self.priorities:
             published, saturated = self._claim_and_publish(priority)
             result.published += published
             result.saturated |= saturated

@@ -222,3 +222,14 @@ def test_run_loop_wakes_on_notify_and_stops(settings: Settings) -> None:
     assert latency < 5  # far below the 30 s poll: the NOTIFY woke it
     assert not thread.is_alive()
     assert time.monotonic() - stop_requested < 5
+
+
+def test_a_relay_can_serve_only_some_priorities(settings: Settings) -> None:
+    bulk = add_newsletter(settings, 5)
+    login = add_login(settings)
+    high_only, bulk_only = Recorder(), Recorder()
+    with pool(settings) as p:
+        Relay(settings, p, high_only, priorities=[Priority.HIGH]).run_round()
+        Relay(settings, p, bulk_only, priorities=[Priority.BULK]).run_round()
+    assert high_only.ids() == [login]
+    assert sorted(bulk_only.ids()) == sorted(bulk)
