@@ -25,7 +25,8 @@ sys.path.insert(0, str(ROOT))
 from outbox.bounces import parse_bounce  # noqa: E402
 
 FIXTURES = ROOT / "tests" / "fixtures" / "bounces"
-DEFAULT_CORPUS = Path("/work/shared/corpus/bounces/emails")
+# The shared corpus sits beside the repository, when it is there at all.
+DEFAULT_CORPUS = ROOT.parent / "shared" / "corpus" / "bounces" / "emails"
 
 
 def load_messages(corpus: Path | None) -> tuple[list[bytes], int, int]:
