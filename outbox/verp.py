@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 
+from outbox.bounces.verp import token_from_address as find_token_in
 from outbox.signing import sign, verify
 
 PURPOSE = "verp"
@@ -36,11 +37,7 @@ def outbox_id_from_token(value: str, *, secret: str) -> int | None:
 
 def token_from_address(address: str) -> str | None:
     """``bounces+TOKEN@domain`` -> ``TOKEN`` (None for any other address)."""
-    local, _, _ = address.strip().strip("<>").rpartition("@")
-    prefix, plus, rest = local.partition("+")
-    if not plus or prefix.lower() != LOCAL_PREFIX or not rest:
-        return None
-    return rest
+    return find_token_in(address, LOCAL_PREFIX)
 
 
 def _base36(number: int) -> str:
