@@ -12,6 +12,7 @@ from jobs.queues import queue_name
 from outbox.config import default_settings
 from outbox.delivery import Delivery
 from outbox.models import Priority
+from outbox.pacer import pacer_for
 from outbox.transports.select import build_transport
 
 # Set by the shutdown middleware; a batch in progress hands back what it has
@@ -32,7 +33,8 @@ def delivery() -> Delivery:
         open=True,
     )
     transport = build_transport(settings)  # OUTBOX_TRANSPORT: SMTP or an HTTP provider
-    return Delivery(settings, pool, transport, stopping=stopping)
+    pacer = pacer_for(settings)  # OUTBOX_RATE_LIMITS, OUTBOX_SEND_RATE: shared through Redis
+    return Delivery(settings, pool, transport, stopping=stopping, pacer=pacer)
 
 
 # No max_retries: the Retries middleware is removed (jobs.queues), the row owns retries.

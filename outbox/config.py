@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from outbox.errors import ConfigError
+from outbox.pacing import RateLimits
 
 PACKAGE_TEMPLATES = Path(__file__).with_name("templates")
 
@@ -38,6 +39,13 @@ class Settings:
     resend_api_key: str = ""
     ses_region: str = ""  # empty: AWS_REGION, AWS_DEFAULT_REGION or the AWS profile's
     ses_configuration_set: str = ""  # SES event publishing; empty: none
+    rate_limits: str = ""  # per receiver: "gmail.com=20/s, outlook.com=10/s, *=50/s"
+    send_rate: str = ""  # all sends of all workers together, e.g. "100/s"; empty: no cap
+    domain_groups: str = ""  # more domains per receiver: "gmail.com=acme.com; outlook.com=b.org"
+    pace_wait_bulk: float = 0.2  # seconds a bulk send may wait for its slot before going back
+    pace_wait_high: float = 2.0  # the same for login codes and other high-priority mail
+    pace_floor: float = 0.1  # a throttled receiver's pace never drops below this share
+    pace_recovery_seconds: float = 300.0  # a throttled pace grows back to full over this time
     sender: str = "Outbox <no-reply@outbox.localhost>"  # OUTBOX_FROM
     message_id_domain: str = "outbox.localhost"
     bounce_domain: str = ""  # VERP return paths bounces+TOKEN@this domain; empty: OUTBOX_FROM
@@ -103,8 +111,18 @@ class Settings:
                 raise ConfigError(f"OUTBOX_{name.upper()} must be at least 1")
         if self.bounce_domain and not self.secret:
             raise ConfigError("OUTBOX_BOUNCE_DOMAIN needs OUTBOX_SECRET to sign return paths")
+        if not 0 < self.pace_floor <= 1:
+            raise ConfigError("OUTBOX_PACE_FLOOR must be above 0 and at most 1")
+        if self.pace_recovery_seconds <= 0:
+            raise ConfigError("OUTBOX_PACE_RECOVERY_SECONDS must be above 0")
+        if self.pace_wait_bulk < 0 or self.pace_wait_high < 0:
+            raise ConfigError("OUTBOX_PACE_WAIT_BULK and OUTBOX_PACE_WAIT_HIGH must be 0 or more")
+        self.rate_limits_parsed()  # raises on a malformed rate
         if not self.templates.is_dir():
             raise ConfigError(f"OUTBOX_TEMPLATES: {self.templates} is not a directory")
+
+    def rate_limits_parsed(self) -> RateLimits:
+        return RateLimits.parse(self.rate_limits, self.send_rate, self.domain_groups)
 
 
 _ENV_NAMES = {

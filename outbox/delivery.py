@@ -28,6 +28,8 @@ from outbox.compose import composer
 from outbox.config import Settings
 from outbox.errors import OutboxError, StoreError
 from outbox.models import Outcome, Priority, Reply, Status, Verdict
+from outbox.pacer import Pacer
+from outbox.pacing import GLOBAL, throttled_scope
 from outbox.redact import recipient_tag
 from outbox.render import template_set
 from outbox.retry import RetryPolicy, decide
@@ -85,6 +87,19 @@ def _describe_attempt(span: Span, row: store.OutboxRow, record: store.AttemptRec
         span.set_status(TraceStatus(StatusCode.ERROR, record.reason[:200]))
 
 
+def _slow_down(pacer: Pacer, recipient: str, reply: Reply) -> None:
+    """Lower the pace a throttling reply asks for: the receiver's, or ours overall."""
+    scope = throttled_scope(reply)
+    if scope is None:
+        return
+    key = pacer.limits.receivers.of(recipient) if scope == "receiver" else GLOBAL
+    if key not in {name for name, _ in pacer.limits.for_recipient(recipient)}:
+        return  # no configured rate to lower
+    factor = pacer.throttled(key)
+    if factor is not None:
+        log.info("%s throttles (%s): pace now %.0f%% of its rate", key, reply.code, factor * 100)
+
+
 def worker_name() -> str:
     return f"{socket.gethostname()}:{os.getpid()}:{threading.current_thread().name}"
 
@@ -98,6 +113,7 @@ class Delivery:
         *,
         rand: Callable[[], float] = random.random,
         stopping: threading.Event | None = None,
+        pacer: Pacer | None = None,
     ) -> None:
         self.settings = settings
         self.pool = pool
@@ -107,6 +123,7 @@ class Delivery:
         self.rand = rand
         self.stopping = stopping or threading.Event()
         self.envelope_from = parseaddr(settings.sender)[1]
+        self.pacer = pacer
 
     def deliver(self, ids: Sequence[int]) -> None:
         """Send the rows ``ids`` that are still queued; others are acknowledged as done."""
@@ -120,6 +137,7 @@ class Delivery:
         # Stop well before the sweeper would call a row abandoned.
         deadline = time.monotonic() + self.settings.stuck_seconds / 2
         records: list[store.AttemptRecord] = []
+        deferred: list[store.Deferral] = []
         try:
             for index, row in enumerate(rows):
                 if self.stopping.is_set() or time.monotonic() > deadline:
@@ -127,11 +145,32 @@ class Delivery:
                     stopping = self.stopping.is_set()
                     self._release(left, worker, "worker stopping" if stopping else "batch deadline")
                     break
-                records.append(self._attempt(row))
+                deferral = self._pace(row)
+                if deferral is None:
+                    records.append(self._attempt(row))
+                else:
+                    deferred.append(deferral)
         finally:
             # What was tried is recorded even if something later in the batch failed.
             if records:
                 self._record(records, worker)
+            if deferred:
+                with self.pool.connection() as conn:
+                    store.defer_paced(conn, deferred, worker)
+
+    def _pace(self, row: store.OutboxRow) -> store.Deferral | None:
+        """Wait for the row's slot under its receiver's rate, or say when to come back."""
+        if self.pacer is None:
+            return None
+        slot = self.pacer.reserve(row.recipient, Priority(row.priority))
+        if slot is None:
+            return None
+        if slot.granted:
+            self.stopping.wait(slot.wait)  # a stopping worker sends what it reserved at once
+            return None
+        log.debug("email %s paced: %s at %s, back in %.2fs", row.id, slot.key, slot.rate, slot.wait)
+        reason = f"paced: {slot.key} at {slot.rate}"
+        return store.Deferral(row.id, slot.wait, reason)
 
     def _attempt(self, row: store.OutboxRow) -> store.AttemptRecord:
         """One attempt in its own span: in the business event's trace for a
@@ -169,6 +208,8 @@ class Delivery:
             try:
                 reply = self.transport.send(message)
                 outcome = classify_reply(reply)  # SMTP or HTTP rules by the reply's kind
+                if self.pacer is not None and outcome.verdict != Verdict.SENT:
+                    _slow_down(self.pacer, row.recipient, reply)
             except Exception as exc:
                 # A transport defect: where the conversation stopped is unknown,
                 # so the message may have left. Retried with the same Message-ID.

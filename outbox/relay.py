@@ -98,6 +98,10 @@ class Relay:
                         self.sweep()
                         self._last_sweep = time.monotonic()
                     result = self.run_round()
+                    busy = result.published and not result.saturated
+                    timeout = 0.0 if busy else _SATURATED_WAIT
+                    if not busy and not result.saturated:
+                        timeout = self._until_next_due()
                     failures = 0
                 except (OutboxError, psycopg.Error, OSError) as exc:
                     # Postgres or the broker is away: nothing was committed, so
@@ -107,13 +111,19 @@ class Relay:
                     log.warning("relay round failed (%s); again in %.1fs", exc, wait)
                     stop.wait(wait)
                     continue
-                if result.published and not result.saturated:
+                if busy:
                     continue  # more may be due right now
-                timeout = _SATURATED_WAIT if result.saturated else self.settings.poll_interval
                 listener.wait(timeout, stop)
         finally:
             listener.close()
             log.info("relay %s stopped", self.name)
+
+    def _until_next_due(self) -> float:
+        """Seconds to sleep: the poll interval, or less when a row falls due sooner."""
+        with self.pool.connection() as conn:
+            due = [store.seconds_to_next_due(conn, p.value) for p in self.priorities]
+        soonest = min((d for d in due if d is not None), default=self.settings.poll_interval)
+        return min(self.settings.poll_interval, max(_SATURATED_WAIT, soonest))
 
     def _claim_and_publish(self, priority: Priority) -> tuple[int, bool]:
         settings = self.settings

@@ -170,6 +170,12 @@ def count_in_flight(conn: Conn, priority: str) -> int:
     return int(row[0]) if row else 0
 
 
+def seconds_to_next_due(conn: Conn, priority: str) -> float | None:
+    with translate_errors():
+        row = conn.execute(queries["seconds_to_next_due"], {"priority": priority}).fetchone()
+    return None if row is None or row[0] is None else float(row[0])
+
+
 @dataclass(frozen=True, slots=True)
 class Claimed:
     id: int
@@ -205,6 +211,24 @@ def release_unattempted(conn: Conn, ids: Sequence[int], worker: str, reason: str
     args = {"ids": list(ids), "worker": worker, "reason": reason}
     with translate_errors():
         conn.execute(queries["release_unattempted"], args)
+
+
+@dataclass(frozen=True, slots=True)
+class Deferral:
+    id: int
+    delay_seconds: float
+    reason: str
+
+
+def defer_paced(conn: Conn, deferrals: Sequence[Deferral], worker: str) -> None:
+    args = {
+        "ids": [d.id for d in deferrals],
+        "delays": [d.delay_seconds for d in deferrals],
+        "reasons": [d.reason for d in deferrals],
+        "worker": worker,
+    }
+    with translate_errors():
+        conn.execute(queries["defer_paced"], args)
 
 
 @dataclass(frozen=True, slots=True)

@@ -89,6 +89,12 @@ SELECT pg_notify('outbox_due', %(priority)s);
 SELECT count(*) FROM email_outbox
 WHERE status IN ('queued', 'sending') AND priority = %(priority)s;
 
+-- seconds_to_next_due --
+-- How soon the next pending row of one priority falls due (NULL: none), so a
+-- relay wakes for rows scheduled a moment ahead (paced rows) without polling.
+SELECT extract(epoch FROM min(next_attempt_at) - now())::float8 FROM email_outbox
+WHERE status = 'pending' AND priority = %(priority)s;
+
 -- claim_due --
 -- Take due rows of one priority, oldest first, skipping rows another relay holds.
 WITH due AS (
@@ -160,6 +166,21 @@ UPDATE email_outbox
 SET status = 'pending', status_reason = %(reason)s, attempts = attempts - 1,
     locked_by = NULL, locked_at = NULL
 WHERE id = ANY(%(ids)s) AND status = 'sending' AND locked_by = %(worker)s;
+
+-- defer_paced --
+-- Hand back rows a worker took but may not send yet: their receiver's rate
+-- is used up. Not an attempt, so the charge is refunded; each row is due
+-- again when the pacer says its receiver has room.
+WITH paced AS (
+    SELECT * FROM unnest(%(ids)s::bigint[], %(delays)s::float8[], %(reasons)s::text[])
+        AS p(id, delay_seconds, reason)
+)
+UPDATE email_outbox o
+SET status = 'pending', status_reason = p.reason, attempts = o.attempts - 1,
+    next_attempt_at = now() + make_interval(secs => p.delay_seconds),
+    locked_by = NULL, locked_at = NULL
+FROM paced p
+WHERE o.id = p.id AND o.status = 'sending' AND o.locked_by = %(worker)s;
 
 -- sweep_queued --
 -- Rows published long ago that no worker took: the broker lost the message
