@@ -14,6 +14,7 @@ from outbox import enqueue_many
 from outbox.config import Settings
 from outbox.delivery import Delivery
 from outbox.models import Priority
+from outbox.pacer import pacer_for
 from outbox.relay import Relay
 from outbox.sink import Behaviour, SmtpSink
 from outbox.transports.smtp import SmtpConfig, SmtpTransport
@@ -75,7 +76,8 @@ class Harness:
         transport = SmtpTransport(
             SmtpConfig.from_url(sink_url, command_timeout=2, connect_timeout=2)
         )
-        self.delivery = Delivery(settings, p, transport, rand=lambda: 1.0)
+        pacer = pacer_for(settings)  # None unless the settings name a rate
+        self.delivery = Delivery(settings, p, transport, rand=lambda: 1.0, pacer=pacer)
         self.settings = settings
 
     def _publish(self, priority: Priority, groups: Sequence[Sequence[int]]) -> None:
