@@ -203,7 +203,8 @@ def cmd_show(settings: Settings, args: argparse.Namespace) -> int:
     for a in attempts:
         print(
             f"  #{a['attempt']} {a['attempted_at']:%Y-%m-%d %H:%M:%S} {a['verdict']:<9} "
-            f"{a['reply_code'] or '-'} {a['enhanced_status'] or ''} {a['reply_text'] or ''}"
+            f"via {a['transport'] or '?'} {a['reply_code'] or '-'} "
+            f"{a['enhanced_status'] or ''} {a['reply_text'] or ''}"
         )
     print("status changes:")
     print(f"  {row['created_at']:%Y-%m-%d %H:%M:%S} -> pending (enqueued)")

@@ -31,6 +31,11 @@ class Settings:
     smtp_ca_file: str = ""  # CA bundle for a relay with a private certificate
     transport: str = "smtp"  # smtp | postmark | resend | ses (outbox.transports.select)
     transport_concurrency: int = 0  # sends at once per worker process; 0: no limit
+    failover_transport: str = ""  # a second transport for when the first is down; empty: none
+    failover_smtp_url: str = ""  # SMTP_URL of the failover transport; empty: SMTP_URL
+    failover_provider_url: str = ""  # OUTBOX_PROVIDER_URL of the failover; empty: the same
+    failover_threshold: int = 5  # consecutive outage replies that switch to the failover
+    failover_cooldown_seconds: float = 60.0  # then the primary is tried again
     provider_url: str = ""  # the provider API's base URL; empty: the provider's own
     http_connect_timeout: float = 10.0  # seconds to connect to a provider's API
     http_read_timeout: float = 30.0  # seconds to wait for a provider's response

@@ -248,6 +248,7 @@ class Delivery:
             enhanced_status=outcome.enhanced_status,
             reply_text=(reply.text or reply.error) if reply else outcome.reason,
             duration_ms=duration_ms,
+            transport=(reply.via if reply else None) or self.settings.transport,
         )
 
     def build(self, row: store.OutboxRow) -> OutgoingMessage:

@@ -71,6 +71,7 @@ class Reply:
     code: int | None = None
     text: str = ""
     error: str | None = None  # e.g. "timeout", "connection refused", "tls"
+    via: str | None = None  # set by a failover transport: which of its two answered
 
 
 @dataclass(frozen=True, slots=True)

@@ -80,6 +80,7 @@ class AttemptRecord:
     enhanced_status: str | None
     reply_text: str | None
     duration_ms: float
+    transport: str | None = None  # the transport that carried it (smtp, postmark...)
 
 
 def migrate(conn: Conn) -> list[str]:

@@ -260,6 +260,22 @@ SPECIFIC_SOFT: Table = (
             r"mail (?:rejected|rejete)",
             r"e-?mail rejected",
             r"\bcontent\b.{0,40}\b(?:policy|guidelines|security issue)",
+            # Exim's parse error for a header address list ("a@x <b@y>"): the message's
+            # header is broken, the address itself is well formed.
+            r"malformed address: .{1,80}? may not follow ",
+        ),
+    ),
+    (
+        "system",
+        _rx(
+            # A local delivery program (procmail, a pipe) that cannot create or write the
+            # mailbox file: its "no such user" is about the host's own set-up.
+            Manual(
+                r"(?:couldn'?t|could not|can'?t|cannot|unable to) (?:create|write(?: to)?|open|"
+                r"lock) (?:[\"'/]|(?:the )?(?:file|lock ?file|spool|maildir|mail ?folder|"
+                r"directory)\b)",
+                (" create", " write", " open", " lock"),
+            ),
         ),
     ),
 )

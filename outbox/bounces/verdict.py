@@ -41,6 +41,10 @@ _BY_STATUS: tuple[tuple[re.Pattern[str], str, bool], ...] = (
     (re.compile(r"^\d\.7\.\d+$"), "policy", False),
 )
 
+# RFC 3463 subjects that place a failure elsewhere than the address: X.2 mailbox status
+# (the mailbox exists), X.3 the destination mail system, X.6 the message content.
+_NOT_THE_ADDRESS = re.compile(r"^\d\.[236]\.\d+$")
+
 # RFC 5321 section 4.2.2 / RFC 7504 reply codes that name a reason on their own.
 _BY_REPLY: dict[int, tuple[str, bool]] = {
     521: ("no_mail_host", True),
@@ -97,6 +101,29 @@ def _from_status(code: str | None) -> tuple[str, bool] | None:
     return None
 
 
+def _doubted_unknown_user(
+    code: str | None, stage: str | None, texts: list[str], diagnostic: str
+) -> str | None:
+    """The reason to give instead when other evidence contradicts "unknown user" wording."""
+    if (
+        stage == "data"
+        and not (code or "").startswith("5.1.")
+        and any(reasons.UNKNOWN_USER_WORDING.search(t) for t in texts)
+    ):
+        # A bare "unknown user" after DATA comes from a content/sender filter, not a
+        # directory lookup (the recipient was already accepted at RCPT).
+        return "filtered"
+    if reasons.FILTER_UNKNOWN_USER.search(diagnostic):
+        return "filtered"
+    if stage != "rcpt" and code and _NOT_THE_ADDRESS.match(code):
+        # The code says the mailbox exists, or blames the system or the content.  Only a
+        # refusal of RCPT TO makes the words a directory answer; filters and relays that
+        # phrase every refusal "User unknown" report no such stage.
+        found = _from_status(code)
+        return found[0] if found else None
+    return None
+
+
 def judge(failure: Failure) -> Verdict | None:
     """Class, reason and status for one recipient; ``None`` if it did not fail."""
     action = (failure.action or "").strip().lower()
@@ -140,18 +167,10 @@ def judge(failure: Failure) -> Verdict | None:
         reason, hard = "sender_rejected", False
     if hard and code and code.startswith("5.7.") and reason != "no_mail_host":
         reason, hard = "policy", False
-    if (
-        hard
-        and reason == "user_unknown"
-        and stage == "data"
-        and not (code or "").startswith("5.1.")
-        and any(reasons.UNKNOWN_USER_WORDING.search(t) for t in texts)
-    ):
-        # A bare "unknown user" after DATA comes from a content/sender filter, not a
-        # directory lookup (the recipient was already accepted at RCPT).
-        reason, hard = "filtered", False
-    if hard and reason == "user_unknown" and reasons.FILTER_UNKNOWN_USER.search(diagnostic):
-        reason, hard = "filtered", False
+    if hard and reason == "user_unknown":
+        doubted = _doubted_unknown_user(code, stage, texts, diagnostic)
+        if doubted:
+            reason, hard = doubted, False
     null_mx = reason == "no_mail_host" and any(reasons.NULL_MX.search(t) for t in texts)
     if temporary and not (null_mx and not delayed):
         hard = False

@@ -133,7 +133,7 @@ WITH results AS (
     SELECT * FROM jsonb_to_recordset(%(results)s::jsonb) AS r(
         id bigint, attempt int, status text, reason text, delay_seconds float8,
         provider_message_id text, verdict text, stage text, reply_code int,
-        enhanced_status text, reply_text text, duration_ms float8)
+        enhanced_status text, reply_text text, duration_ms float8, transport text)
 ), updated AS (
     UPDATE email_outbox o
     SET status = r.status,
@@ -151,9 +151,9 @@ WITH results AS (
     RETURNING o.id
 ), attempts AS (
     INSERT INTO email_attempt (outbox_id, attempt, verdict, stage, reply_code, enhanced_status,
-                               reply_text, duration_ms, worker)
+                               reply_text, duration_ms, worker, transport)
     SELECT id, attempt, verdict, stage, reply_code, enhanced_status, reply_text, duration_ms,
-           %(worker)s
+           %(worker)s, transport
     FROM results
 )
 SELECT id FROM updated;
@@ -247,7 +247,7 @@ FROM email_outbox WHERE idempotency_key = %(ref)s OR message_id = %(ref)s;
 -- list_attempts --
 -- Every attempt of one row.
 SELECT attempt, verdict, stage, reply_code, enhanced_status, reply_text, duration_ms, worker,
-       attempted_at
+       transport, attempted_at
 FROM email_attempt WHERE outbox_id = %(id)s ORDER BY id;
 
 -- list_events --

@@ -8,12 +8,14 @@ of a second to import).
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from urllib.parse import urlsplit
 
 from outbox.config import Settings
 from outbox.errors import ConfigError
 from outbox.transports.base import Transport
+from outbox.transports.failover import Breaker, Failover
 from outbox.transports.limit import Limited
 from outbox.transports.smtp import SmtpConfig, SmtpTransport
 
@@ -24,9 +26,42 @@ RESEND_KEY_HOURS = 24  # how long Resend remembers an idempotency key
 
 
 def build_transport(settings: Settings) -> Transport:
-    """The configured transport, behind the per-process concurrency limit when one is set."""
+    """The configured transport, behind the per-process concurrency limit when one
+    is set, and with the failover transport behind it when one is named."""
     check(settings)
-    transport = _build(settings)
+    transport = _limited(settings, _build(settings))
+    if not settings.failover_transport:
+        return transport
+    secondary_settings = failover_settings(settings)
+    check(secondary_settings)
+    same_url = (secondary_settings.smtp_url, secondary_settings.provider_url) == (
+        settings.smtp_url,
+        settings.provider_url,
+    )
+    if secondary_settings.transport == settings.transport and same_url:
+        raise ConfigError("OUTBOX_FAILOVER_TRANSPORT is the primary transport itself")
+    return Failover(
+        transport,
+        _limited(secondary_settings, _build(secondary_settings)),
+        names=(settings.transport, f"{settings.failover_transport} (failover)"),
+        breaker=Breaker(
+            threshold=settings.failover_threshold, cooldown=settings.failover_cooldown_seconds
+        ),
+    )
+
+
+def failover_settings(settings: Settings) -> Settings:
+    """The settings of the failover transport: its own name and URLs, the rest shared."""
+    return dataclasses.replace(
+        settings,
+        transport=settings.failover_transport,
+        smtp_url=settings.failover_smtp_url or settings.smtp_url,
+        provider_url=settings.failover_provider_url or settings.provider_url,
+        failover_transport="",
+    )
+
+
+def _limited(settings: Settings, transport: Transport) -> Transport:
     if settings.transport_concurrency > 0:
         return Limited(transport, settings.transport_concurrency)
     return transport
@@ -36,6 +71,13 @@ def check(settings: Settings) -> None:
     """Refuse settings the chosen transport cannot work with, naming the variable."""
     if settings.transport not in TRANSPORTS:
         raise ConfigError(f"OUTBOX_TRANSPORT must be one of {', '.join(TRANSPORTS)}")
+    if settings.failover_transport and settings.failover_transport not in TRANSPORTS:
+        raise ConfigError(f"OUTBOX_FAILOVER_TRANSPORT must be one of {', '.join(TRANSPORTS)}")
+    if settings.failover_threshold < 1 or settings.failover_cooldown_seconds <= 0:
+        raise ConfigError(
+            "OUTBOX_FAILOVER_THRESHOLD must be at least 1 and"
+            " OUTBOX_FAILOVER_COOLDOWN_SECONDS above 0"
+        )
     if settings.transport_concurrency < 0:
         raise ConfigError("OUTBOX_TRANSPORT_CONCURRENCY must be 0 (no limit) or more")
     if settings.transport == "smtp":

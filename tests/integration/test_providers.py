@@ -20,8 +20,11 @@ import pytest
 from outbox import enqueue
 from outbox.classify import classify_reply
 from outbox.config import Settings
+from outbox.errors import ConfigError
 from outbox.models import Stage, Verdict
+from outbox.sink import SmtpSink
 from outbox.transports.base import OutgoingMessage, Transport
+from outbox.transports.failover import Failover
 from outbox.transports.http import HttpConfig
 from outbox.transports.limit import Limited
 from outbox.transports.parts import ORIGINAL_MESSAGE_ID
@@ -456,3 +459,57 @@ def test_postmark_inactive_recipient_end_to_end(settings: Settings) -> None:
     assert (status, attempts) == ("failed", 1)
     assert "ErrorCode 406" in last_error
     assert "inactive" in last_error
+
+
+# Failover: SMTP primary down, Resend takes over; recorded per attempt.
+
+
+def test_failover_to_a_provider_while_the_relay_is_down_and_back(settings: Settings) -> None:
+    sink = SmtpSink()  # not started yet: the primary refuses connections
+    with FakeResend() as fake:
+        failing = dataclasses.replace(
+            provider_settings(settings, "smtp", fake),
+            smtp_url=sink.url,
+            failover_transport="resend",
+            failover_threshold=2,
+            failover_cooldown_seconds=0.5,
+        )
+        transport = build_transport(failing)
+        with provider_harness(failing, transport) as h:
+            add_newsletter(failing, 6)
+            h.run()
+            assert statuses(failing) == {"sent": 6}
+            assert len(fake.accepted) == 6
+            sink.start()
+            try:
+                time.sleep(0.6)  # the cooldown passes: the next send probes the relay
+                add_newsletter(failing, 3, prefix="later")
+                h.run()
+            finally:
+                sink.stop()
+    assert statuses(failing) == {"sent": 9}
+    assert len(sink.messages) == 3
+    assert len(fake.accepted) == 6
+    by_transport = dict(
+        query(
+            settings, "SELECT transport || ' ' || verdict, count(*) FROM email_attempt GROUP BY 1"
+        )
+    )
+    assert by_transport == {
+        "smtp retry": 2,  # the two refusals that tripped the breaker
+        "resend (failover) sent": 6,
+        "smtp sent": 3,
+    }
+
+
+def test_failover_settings_are_checked(settings: Settings) -> None:
+    with pytest.raises(ConfigError, match="OUTBOX_FAILOVER_TRANSPORT must be one of"):
+        build_transport(dataclasses.replace(settings, failover_transport="pigeon"))
+    with pytest.raises(ConfigError, match="is the primary transport itself"):
+        build_transport(dataclasses.replace(settings, failover_transport="smtp"))
+    with pytest.raises(ConfigError, match="OUTBOX_RESEND_API_KEY"):
+        build_transport(dataclasses.replace(settings, failover_transport="resend"))
+    other_relay = dataclasses.replace(
+        settings, failover_transport="smtp", failover_smtp_url="smtp://127.0.0.1:2"
+    )
+    assert isinstance(build_transport(other_relay), Failover)
