@@ -117,8 +117,8 @@ def _doubted_unknown_user(
         return "filtered"
     if stage != "rcpt" and code and _NOT_THE_ADDRESS.match(code):
         # The code says the mailbox exists, or blames the system or the content.  Only a
-        # refusal of RCPT TO makes the words a directory answer; filters and relays that
-        # phrase every refusal "User unknown" report no such stage.
+        # refusal of RCPT TO makes the words the directory's answer; otherwise the code
+        # wins, since a wrong "soft" costs a retry and a wrong "hard" a live recipient.
         found = _from_status(code)
         return found[0] if found else None
     return None

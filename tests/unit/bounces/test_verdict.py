@@ -153,6 +153,48 @@ def test_mailbox_omitted_unknown_user_reply_is_a_filter() -> None:
     assert verdict("550 <a@example.net>: User unknown")[0] == "hard"
 
 
+def test_mailbox_status_code_outweighs_unknown_user_wording() -> None:
+    # RFC 3463 X.2.1: the mailbox exists but is disabled.
+    text = "550 5.2.1 <a@example.net>... User Unknown"
+    assert verdict(text, status="5.2.1") == ("soft", "suspended", "5.2.1")
+    # Answered to RCPT TO, the words are the directory's own answer.
+    rcpt = f"host mx.example.net[192.0.2.1] said: {text} (in reply to RCPT TO command)"
+    assert verdict(rcpt, status="5.2.1")[:2] == ("hard", "user_unknown")
+    qmail = "192.0.2.1 does not like recipient."
+    assert verdict(text, status="5.2.1", context=qmail)[:2] == ("hard", "user_unknown")
+
+
+def test_system_or_content_status_code_outweighs_unknown_user_wording() -> None:
+    relayed = "5.3.0 - Other mail system problem 550-'Unknown user a@example.net'"
+    assert verdict(relayed, status="5.0.0") == ("soft", "system", "5.3.0")
+    assert verdict("554 5.6.0 Unknown user a@example.net")[:2] == ("soft", "content")
+    rcpt = "SMTP:RCPT host 192.0.2.8: 553 5.3.0 <a@example.net>... No such user here"
+    assert verdict(rcpt)[:2] == ("hard", "user_unknown")
+
+
+def test_address_and_generic_status_codes_keep_unknown_user_hard() -> None:
+    assert verdict("550 5.1.1 <a@example.net>... User Unknown")[:2] == ("hard", "user_unknown")
+    # X.5.0 is what many servers put on any bare 550.
+    text = "550 Requested action not taken: mailbox unavailable"
+    assert verdict(text, status="5.5.0")[:2] == ("hard", "user_unknown")
+
+
+def test_local_delivery_program_failure_is_not_an_unknown_user() -> None:
+    text = 'procmail: Couldn\'t create "/var/spool/mail/b" id: b.example.org: No such user'
+    assert verdict(text, status="5.1.1")[:2] == ("soft", "system")
+    # Postfix local(8) naming a missing local user stays hard.
+    assert verdict('unknown user: "b"', status="5.1.1")[:2] == ("hard", "user_unknown")
+
+
+def test_exim_header_address_list_error_is_not_a_bad_address() -> None:
+    text = (
+        "a@example.org <a@example.net>: malformed address: <a@example.net> "
+        "may not follow a@example.org"
+    )
+    assert verdict(text)[:2] == ("soft", "content")
+    assert verdict("553 5.1.3 malformed address: a@@example.net")[:2] == ("hard", "bad_address")
+
+
 def test_office365_directory_edge_blocking_is_hard() -> None:
     text = "550 5.4.1 Recipient address rejected: Access denied. AS(201806281) [X.prod.example.com]"
     assert verdict(text) == ("hard", "user_unknown", "5.4.1")
