@@ -145,11 +145,11 @@ class Delivery:
                     stopping = self.stopping.is_set()
                     self._release(left, worker, "worker stopping" if stopping else "batch deadline")
                     break
-                deferral = self._pace(row)
-                if deferral is None:
-                    records.append(self._attempt(row))
+                result = self._attempt(row)
+                if isinstance(result, store.Deferral):
+                    deferred.append(result)
                 else:
-                    deferred.append(deferral)
+                    records.append(result)
         finally:
             # What was tried is recorded even if something later in the batch failed.
             if records:
@@ -172,7 +172,7 @@ class Delivery:
         reason = f"paced: {slot.key} at {slot.rate}"
         return store.Deferral(row.id, slot.wait, reason)
 
-    def _attempt(self, row: store.OutboxRow) -> store.AttemptRecord:
+    def _attempt(self, row: store.OutboxRow) -> store.AttemptRecord | store.Deferral:
         """One attempt in its own span: in the business event's trace for a
         login code (a child of the enqueue span, however many hours and retries
         later), linked to it for bulk mail; linked to the queue's consumer span."""
@@ -188,11 +188,13 @@ class Delivery:
             links=[Link(linked)] if linked is not None and linked.is_valid else [],
         ) as span:
             record = self._attempt_in_span(row)
-            if span.is_recording():
+            if isinstance(record, store.Deferral):
+                span.add_event("paced", {"reason": record.reason, "delay": record.delay_seconds})
+            elif span.is_recording():
                 _describe_attempt(span, row, record)
             return record
 
-    def _attempt_in_span(self, row: store.OutboxRow) -> store.AttemptRecord:
+    def _attempt_in_span(self, row: store.OutboxRow) -> store.AttemptRecord | store.Deferral:
         started = time.perf_counter()
         reply: Reply | None = None
         try:
@@ -205,6 +207,10 @@ class Delivery:
                 log.exception("building email %s failed", row.id)
             outcome = Outcome(Verdict.RETRY, f"could not build the message: {exc}")
         else:
+            # Paced after building, so only the send lies between slot and arrival.
+            deferral = self._pace(row)
+            if deferral is not None:
+                return deferral
             try:
                 reply = self.transport.send(message)
                 outcome = classify_reply(reply)  # SMTP or HTTP rules by the reply's kind
