@@ -352,9 +352,18 @@ def cmd_web(settings: Settings, args: argparse.Namespace) -> int:
 
 def cmd_metrics(settings: Settings, args: argparse.Namespace) -> int:
     from outbox.metrics_server import serve  # noqa: PLC0415
+    from outbox.pace_metrics import PaceCollector  # noqa: PLC0415
+    from outbox.pacer import pacer_for  # noqa: PLC0415
 
     port = args.port or int(os.environ.get("PORT") or settings.metrics_port)
-    serve(settings.database_url, host=settings.metrics_host, port=port, stop=_stop_on_signals())
+    pacer = pacer_for(settings)  # pace figures only where a rate is configured
+    serve(
+        settings.database_url,
+        host=settings.metrics_host,
+        port=port,
+        stop=_stop_on_signals(),
+        extra=[PaceCollector(pacer)] if pacer else [],
+    )
     return 0
 
 

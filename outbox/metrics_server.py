@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, LiteralString
 
@@ -203,9 +203,18 @@ def _column(conn: Conn, query: LiteralString, args: dict[str, Any]) -> list[int]
     return [int(r[0]) for r in conn.execute(query, args).fetchall()]
 
 
-def serve(database_url: str, *, host: str, port: int, stop: threading.Event) -> None:
-    """Serve /metrics until ``stop`` is set."""
+def serve(
+    database_url: str,
+    *,
+    host: str,
+    port: int,
+    stop: threading.Event,
+    extra: Sequence[Collector] = (),
+) -> None:
+    """Serve /metrics until ``stop`` is set; ``extra`` collectors add their figures."""
     registry = CollectorRegistry()
+    for collector in extra:
+        registry.register(collector)
     collector = OutboxCollector(database_url)
     try:
         collector.scrape()  # the one full count, before Prometheus starts asking

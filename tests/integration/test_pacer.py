@@ -9,9 +9,11 @@ from collections.abc import Iterator
 
 import pytest
 import redis
+from prometheus_client import CollectorRegistry, generate_latest
 
 from outbox.config import Settings
 from outbox.models import Priority
+from outbox.pace_metrics import PaceCollector
 from outbox.pacer import Pacer, PaceSettings, pacer_for
 from outbox.pacing import GLOBAL, RateLimits
 
@@ -172,3 +174,32 @@ def test_pacer_only_when_a_rate_is_configured(settings: Settings) -> None:
     assert pacer is not None
     assert pacer.limits.total is not None
     assert pacer.namespace == settings.namespace
+
+
+def test_pace_figures_for_prometheus(redis_client: redis.Redis, namespace: str) -> None:
+    pacer = make(
+        redis_client, namespace, "gmail.com=20/s, outlook.com=600/m, *=50/s", total="100/s"
+    )
+    pacer.throttled("gmail.com")
+    pacer.throttled("example.org")  # throttled under the * rate: shown from now on
+    registry = CollectorRegistry()
+    registry.register(PaceCollector(pacer))
+    text = generate_latest(registry).decode()
+    factors = {
+        line.split('"')[1]: float(line.rsplit(" ", 1)[1])
+        for line in text.splitlines()
+        if line.startswith("outbox_pace_factor{")
+    }
+    assert factors.keys() == {"gmail.com", "outlook.com", "example.org", GLOBAL}
+    assert factors["gmail.com"] == pytest.approx(0.5, abs=0.01)
+    assert factors["example.org"] == pytest.approx(0.5, abs=0.01)
+    assert factors["outlook.com"] == 1.0
+    assert 'outbox_pace_limit_per_second{receiver="outlook.com"} 10.0' in text
+    assert f'outbox_pace_limit_per_second{{receiver="{GLOBAL}"}} 100.0' in text
+
+
+def test_pace_figures_are_absent_while_redis_is_away() -> None:
+    client = redis.Redis(port=1, socket_connect_timeout=0.2)
+    registry = CollectorRegistry()
+    registry.register(PaceCollector(Pacer(RateLimits.parse("gmail.com=1/s"), client)))
+    assert "outbox_pace_factor" not in generate_latest(registry).decode()
