@@ -165,10 +165,12 @@ def cmd_status(settings: Settings, args: argparse.Namespace) -> int:
     with _connect(settings) as conn:
         counts = store.status_counts(conn)
         oldest = store.oldest_unsent(conn)
+        paced = store.paced_pending(conn)
     if args.json:
         report = {
             "counts": [{"status": s, "priority": p, "count": n} for s, p, n in counts],
             "oldest_unsent_seconds": oldest,
+            "paced_pending": paced,
         }
         print(json.dumps(report, indent=2))
         return 0
@@ -177,6 +179,8 @@ def cmd_status(settings: Settings, args: argparse.Namespace) -> int:
         print(f"{status:<10} {priority:<8} {count:>10}")
     for priority, age in sorted(oldest.items()):
         print(f"oldest unsent {priority}: {age:.1f}s")
+    for receiver, count in paced.items():
+        print(f"pending for {receiver}'s rate: {count}")
     return 0
 
 

@@ -261,6 +261,12 @@ def status_counts(conn: Conn) -> list[tuple[str, str, int]]:
         return [(r[0], r[1], int(r[2])) for r in conn.execute(queries["status_counts"]).fetchall()]
 
 
+def paced_pending(conn: Conn) -> dict[str, int]:
+    """Pending rows waiting for their receiver's rate, per receiver."""
+    with translate_errors():
+        return {str(r[0]): int(r[1]) for r in conn.execute(queries["paced_pending"]).fetchall()}
+
+
 def oldest_unsent(conn: Conn) -> dict[str, float]:
     with translate_errors():
         return {r[0]: float(r[1]) for r in conn.execute(queries["oldest_unsent"]).fetchall()}

@@ -225,6 +225,12 @@ SELECT id, status FROM swept;
 -- Rows per status and priority.
 SELECT status, priority, count(*) FROM email_outbox GROUP BY status, priority ORDER BY 1, 2;
 
+-- paced_pending --
+-- Pending rows sent back for their receiver's rate, per receiver (named in the reason).
+SELECT substring(status_reason FROM '^paced: (\S+)'), count(*) FROM email_outbox
+WHERE status = 'pending' AND status_reason LIKE 'paced:%%'
+GROUP BY 1 ORDER BY 2 DESC, 1;
+
 -- oldest_unsent --
 -- Age in seconds of the oldest unsent row per priority (from enqueue or the last
 -- requeue), read from the head of the email_outbox_unsent_age index.

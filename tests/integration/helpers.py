@@ -10,7 +10,7 @@ from typing import Any
 import psycopg
 from psycopg_pool import ConnectionPool
 
-from outbox import enqueue_many
+from outbox import enqueue, enqueue_many
 from outbox.config import Settings
 from outbox.delivery import Delivery
 from outbox.models import Priority
@@ -119,3 +119,25 @@ def harness(
     finally:
         if started:
             sink.stop()
+
+
+def add_login(settings: Settings, key: str, to: str) -> int:
+    """One login code, committed; its row id."""
+    with psycopg.connect(settings.database_url) as conn:
+        result = enqueue(
+            conn,
+            idempotency_key=key,
+            to=to,
+            template="login_code",
+            params=LOGIN,
+            priority="high",
+            settings=settings,
+        )
+        conn.commit()
+    return result.id
+
+
+def most_in_one_second(times: list[float]) -> int:
+    """The most arrivals any one-second window holds."""
+    times = sorted(times)
+    return max(sum(1 for t in times[i:] if t < start + 1.0) for i, start in enumerate(times))

@@ -41,9 +41,27 @@ def test_status_json(settings: Settings) -> None:
     counts = {(c["status"], c["priority"]): c["count"] for c in report["counts"]}
     assert counts == {("dead", "bulk"): 1, ("pending", "bulk"): 2}
     assert report["oldest_unsent_seconds"]["bulk"] >= 0
+    assert report["paced_pending"] == {}
     human = outbox(settings, "status")
     assert "pending" in human.stdout
     assert "oldest unsent bulk" in human.stdout
+
+
+def test_status_counts_rows_waiting_for_a_receivers_rate(settings: Settings) -> None:
+    add_newsletter(settings, 5)
+    query(
+        settings,
+        "UPDATE email_outbox SET status_reason = 'paced: gmail.com at 20/1s'"
+        " WHERE id <= 3 RETURNING id",
+    )
+    query(
+        settings,
+        "UPDATE email_outbox SET status_reason = 'paced: yahoo.com at 5/1s',"
+        " status = 'sent' WHERE id = 4 RETURNING id",
+    )  # no longer waiting
+    report = json.loads(outbox(settings, "status", "--json").stdout)
+    assert report["paced_pending"] == {"gmail.com": 3}
+    assert "pending for gmail.com's rate: 3" in outbox(settings, "status").stdout
 
 
 def test_show_hides_the_recipient(settings: Settings) -> None:

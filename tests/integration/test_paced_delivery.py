@@ -6,22 +6,21 @@ import dataclasses
 import threading
 import time
 
-import psycopg
-
-from outbox import enqueue
 from outbox.config import Settings
 from outbox.pacer import pacer_for
 from outbox.sink import ACCEPT, Behaviour
-from tests.integration.helpers import LOGIN, add_newsletter, harness, query, statuses
+from tests.integration.helpers import (
+    add_login,
+    add_newsletter,
+    harness,
+    most_in_one_second,
+    query,
+    statuses,
+)
 
 
 def paced(settings: Settings, **changes: object) -> Settings:
     return dataclasses.replace(settings, **changes)  # type: ignore[arg-type]
-
-
-def most_in_one_second(times: list[float]) -> int:
-    times = sorted(times)
-    return max(sum(1 for t in times[i:] if t < start + 1.0) for i, start in enumerate(times))
 
 
 def test_a_receiver_rate_holds_and_pacing_costs_no_attempt(settings: Settings) -> None:
@@ -58,17 +57,7 @@ def test_a_login_code_is_not_starved_by_a_newsletter_to_the_same_receiver(
 
     def login_later() -> None:
         time.sleep(1.5)  # the newsletter has used the budget and booked the next seconds
-        with psycopg.connect(settings.database_url) as conn:
-            enqueue(
-                conn,
-                idempotency_key="login-paced",
-                to="alice@gmail.com",
-                template="login_code",
-                params=LOGIN,
-                priority="high",
-                settings=settings,
-            )
-            conn.commit()
+        add_login(settings, "login-paced", "alice@gmail.com")
         committed.append(time.monotonic())
         finished.set()
 

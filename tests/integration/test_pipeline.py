@@ -12,7 +12,14 @@ from outbox import enqueue
 from outbox.config import Settings
 from outbox.pipeline import Pipeline
 from outbox.sink import SmtpSink
-from tests.integration.helpers import LOGIN, add_newsletter, query, statuses, wait_until
+from tests.integration.helpers import (
+    LOGIN,
+    add_newsletter,
+    most_in_one_second,
+    query,
+    statuses,
+    wait_until,
+)
 
 
 def env_for(settings: Settings, sink: SmtpSink) -> dict[str, str]:
@@ -81,3 +88,32 @@ def test_login_code_overtakes_a_bulk_backlog(settings: Settings, tmp_path: Path)
     latency = arrived - committed
     assert bulk_left > 1000  # it did not wait for the newsletter
     assert latency < 5, latency  # behaviour, not a benchmark: seconds, not a queue's worth
+
+
+def test_receiver_rates_hold_across_two_worker_processes(
+    settings: Settings, tmp_path: Path
+) -> None:
+    add_newsletter(settings, 40, domain="gmail.com")
+    add_newsletter(settings, 40, prefix="ms", domain="hotmail.com")
+    add_newsletter(settings, 100, prefix="other", domain="example.org")
+    settings = dataclasses.replace(settings, rate_limits="gmail.com=10/s, outlook.com=5/s")
+    with (
+        SmtpSink() as sink,
+        Pipeline(env_for(settings, sink), high=(0, 0), bulk=(2, 4), log_dir=tmp_path),
+    ):
+        wait_until(lambda: statuses(settings) == {"sent": 180}, timeout=60)
+    workers = query(
+        settings, "SELECT count(DISTINCT split_part(worker, ':', 2)) FROM email_attempt"
+    )
+    assert workers == [(2,)]  # both processes sent, sharing the rates through Redis
+    by_domain: dict[str, list[float]] = {}
+    for message in sink.messages:
+        by_domain.setdefault(message.recipients[0].rpartition("@")[2], []).append(message.at)
+    gmail, hotmail = sorted(by_domain["gmail.com"]), sorted(by_domain["hotmail.com"])
+    # Evenly spaced: 40 sends at 10/s span 3.9 s, at 5/s 7.8 s (a little less for
+    # arrival jitter); a 1 s window holds rate + 1 such sends, + 1 for jitter.
+    assert gmail[-1] - gmail[0] >= 3.5
+    assert hotmail[-1] - hotmail[0] >= 7.0
+    assert most_in_one_second(gmail) <= 12
+    assert most_in_one_second(hotmail) <= 7
+    assert query(settings, "SELECT max(attempt) FROM email_attempt") == [(1,)]

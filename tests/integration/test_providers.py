@@ -14,10 +14,8 @@ from contextlib import contextmanager
 from email.parser import BytesHeaderParser
 from typing import Any
 
-import psycopg
 import pytest
 
-from outbox import enqueue
 from outbox.classify import classify_reply
 from outbox.config import Settings
 from outbox.errors import ConfigError
@@ -32,7 +30,14 @@ from outbox.transports.postmark import PostmarkConfig, PostmarkTransport
 from outbox.transports.resend import ResendConfig, ResendTransport
 from outbox.transports.select import build_transport
 from outbox.transports.ses import SesConfig, SesTransport
-from tests.integration.helpers import LOGIN, Harness, add_newsletter, pool, query, statuses
+from tests.integration.helpers import (
+    Harness,
+    add_login,
+    add_newsletter,
+    pool,
+    query,
+    statuses,
+)
 from tests.integration.providers import postmark as fake_postmark
 from tests.integration.providers import resend as fake_resend
 from tests.integration.providers import ses as fake_ses
@@ -342,21 +347,6 @@ def provider_harness(settings: Settings, transport: Transport) -> Iterator[Harne
             yield h
         finally:
             transport.close()
-
-
-def add_login(settings: Settings, key: str, to: str) -> int:
-    with psycopg.connect(settings.database_url) as conn:
-        result = enqueue(
-            conn,
-            idempotency_key=key,
-            to=to,
-            template="login_code",
-            params=LOGIN,
-            priority="high",
-            settings=settings,
-        )
-        conn.commit()
-    return result.id
 
 
 def provider_settings(settings: Settings, kind: str, fake: FakeProvider) -> Settings:
