@@ -47,6 +47,8 @@ class Settings:
     rate_limits: str = ""  # per receiver: "gmail.com=20/s, outlook.com=10/s, *=50/s"
     send_rate: str = ""  # all sends of all workers together, e.g. "100/s"; empty: no cap
     domain_groups: str = ""  # more domains per receiver: "gmail.com=acme.com; outlook.com=b.org"
+    pace_by_mx: str = "off"  # on: other domains are paced as their MX host's receiver
+    dns_resolver: str = ""  # host[:port] for MX lookups; empty: the system's resolver
     pace_wait_bulk: float = 0.2  # seconds a bulk send may wait for its slot before going back
     pace_wait_high: float = 2.0  # the same for login codes and other high-priority mail
     pace_floor: float = 0.1  # a throttled receiver's pace never drops below this share
@@ -116,6 +118,8 @@ class Settings:
                 raise ConfigError(f"OUTBOX_{name.upper()} must be at least 1")
         if self.bounce_domain and not self.secret:
             raise ConfigError("OUTBOX_BOUNCE_DOMAIN needs OUTBOX_SECRET to sign return paths")
+        if self.pace_by_mx not in {"on", "off"}:
+            raise ConfigError("OUTBOX_PACE_BY_MX must be on or off")
         if not 0 < self.pace_floor <= 1:
             raise ConfigError("OUTBOX_PACE_FLOOR must be above 0 and at most 1")
         if self.pace_recovery_seconds <= 0:

@@ -92,8 +92,9 @@ def _slow_down(pacer: Pacer, recipient: str, reply: Reply) -> None:
     scope = throttled_scope(reply)
     if scope is None:
         return
-    key = pacer.limits.receivers.of(recipient) if scope == "receiver" else GLOBAL
-    if key not in {name for name, _ in pacer.limits.for_recipient(recipient)}:
+    receiver = pacer.receiver_of(recipient)
+    key = receiver if scope == "receiver" else GLOBAL
+    if key not in {name for name, _ in pacer.limits.for_receiver(receiver)}:
         return  # no configured rate to lower
     factor = pacer.throttled(key)
     if factor is not None:

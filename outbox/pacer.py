@@ -31,7 +31,8 @@ from redis.retry import Retry
 
 from outbox.config import Settings
 from outbox.models import Priority
-from outbox.pacing import RateLimits
+from outbox.mx import MxReceivers, resolver_for
+from outbox.pacing import RateLimits, domain_of
 
 log = logging.getLogger(__name__)
 
@@ -143,8 +144,10 @@ class Pacer:
         *,
         namespace: str = "outbox",
         pace: PaceSettings | None = None,
+        mx: MxReceivers | None = None,
     ) -> None:
         self.limits = limits
+        self.mx = mx
         self.client = client
         self.namespace = namespace
         self.pace = pace or PaceSettings()
@@ -156,13 +159,21 @@ class Pacer:
     def _key(self, name: str, part: str) -> str:
         return f"{self.namespace}:pace:{name}:{part}"
 
+    def receiver_of(self, recipient: str) -> str:
+        """The receiver a send is paced as: a known group, else (with MX lookups) the
+        receiver of the domain's mail exchanger, else the domain itself."""
+        receivers, domain = self.limits.receivers, domain_of(recipient)
+        if self.mx is None or receivers.knows(domain):
+            return receivers.of(recipient)
+        return self.mx.receiver(domain)
+
     def reserve(self, recipient: str, priority: Priority, *, now: float = -1) -> Slot | None:
         """A slot for one send to ``recipient``; None when no limit applies.
 
         If Redis cannot be asked, the send goes unpaced: a receiver's 4yz is
         retried anyway, while holding every email back would stop all mail.
         """
-        limited = self.limits.for_recipient(recipient)
+        limited = self.limits.for_receiver(self.receiver_of(recipient))
         if not limited:
             return None
         keys = [self._key(name, part) for name, _ in limited for part in ("tat", "line", "pace")]
@@ -216,4 +227,7 @@ def pacer_for(settings: Settings) -> Pacer | None:
     client = redis.Redis.from_url(
         settings.redis_url, socket_timeout=2, socket_connect_timeout=2, retry=Retry(NoBackoff(), 0)
     )
-    return Pacer(limits, client, namespace=settings.namespace, pace=pace)
+    mx = None
+    if settings.pace_by_mx == "on":
+        mx = MxReceivers(resolver_for(settings.dns_resolver))
+    return Pacer(limits, client, namespace=settings.namespace, pace=pace, mx=mx)

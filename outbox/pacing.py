@@ -107,8 +107,40 @@ class Receivers:
         return cls(groups)
 
     def of(self, recipient: str) -> str:
-        domain = recipient.rpartition("@")[2].lower().rstrip(".")
+        domain = domain_of(recipient)
         return self.groups.get(domain, domain)
+
+    def knows(self, domain: str) -> bool:
+        """The domain's receiver is known without asking DNS."""
+        return domain in self.groups
+
+
+def domain_of(recipient: str) -> str:
+    return recipient.rpartition("@")[2].lower().rstrip(".")
+
+
+# Mail exchangers of the big receivers, by host name suffix: a domain whose
+# mail Google Workspace or Microsoft 365 takes shares Gmail's or Outlook's limits.
+_MX_SUFFIXES: tuple[tuple[tuple[str, ...], str], ...] = (
+    ((".google.com", ".googlemail.com"), "gmail.com"),
+    ((".protection.outlook.com", ".outlook.com", ".hotmail.com"), "outlook.com"),
+    ((".yahoodns.net", ".yahoo.com"), "yahoo.com"),
+    ((".icloud.com", ".me.com"), "icloud.com"),
+    ((".yandex.ru", ".yandex.net"), "yandex.ru"),
+    ((".mail.ru",), "mail.ru"),
+    ((".gmx.net",), "gmx.net"),
+)
+
+
+def receiver_of_mx(host: str) -> str:
+    """The receiver behind a mail exchanger: a big provider's name, else the
+    exchanger's parent domain, so the domains one hoster serves pace as one."""
+    host = host.lower().rstrip(".")
+    for suffixes, receiver in _MX_SUFFIXES:
+        if host.endswith(suffixes):
+            return receiver
+    labels = host.split(".")
+    return ".".join(labels[1:]) if len(labels) > 2 else host
 
 
 @dataclass(frozen=True)
@@ -146,9 +178,8 @@ class RateLimits:
     def enabled(self) -> bool:
         return bool(self.per_receiver) or self.default is not None or self.total is not None
 
-    def for_recipient(self, recipient: str) -> tuple[tuple[str, Rate], ...]:
-        """The (key, rate) pairs one send to ``recipient`` must fit, tightest last."""
-        group = self.receivers.of(recipient)
+    def for_receiver(self, group: str) -> tuple[tuple[str, Rate], ...]:
+        """The (key, rate) pairs one send to ``group`` must fit, its own last."""
         rate = self.per_receiver.get(group, self.default)
         keys: list[tuple[str, Rate]] = []
         if self.total is not None:

@@ -7,7 +7,15 @@ import pytest
 from outbox.config import Settings
 from outbox.errors import ConfigError
 from outbox.models import HttpReply, Reply, Stage
-from outbox.pacing import GLOBAL, RateLimits, Receivers, parse_rate, throttled_scope
+from outbox.pacing import (
+    GLOBAL,
+    Rate,
+    RateLimits,
+    Receivers,
+    parse_rate,
+    receiver_of_mx,
+    throttled_scope,
+)
 
 
 @pytest.mark.parametrize(
@@ -68,15 +76,19 @@ def test_bad_groups(groups: str) -> None:
         Receivers.parse(groups)
 
 
+def keys_for(limits: RateLimits, recipient: str) -> tuple[tuple[str, Rate], ...]:
+    return limits.for_receiver(limits.receivers.of(recipient))
+
+
 def test_limits_per_receiver_default_and_total() -> None:
     limits = RateLimits.parse("googlemail.com=20/s, outlook.com=10/s, *=50/s", "100/s")
     assert limits.enabled
-    assert [(k, str(r)) for k, r in limits.for_recipient("a@gmail.com")] == [
+    assert [(k, str(r)) for k, r in keys_for(limits, "a@gmail.com")] == [
         (GLOBAL, "100/1s"),
         ("gmail.com", "20/1s"),
     ]
-    assert [k for k, _ in limits.for_recipient("a@msn.com")] == [GLOBAL, "outlook.com"]
-    assert [(k, str(r)) for k, r in limits.for_recipient("a@example.org")][-1] == (
+    assert [k for k, _ in keys_for(limits, "a@msn.com")] == [GLOBAL, "outlook.com"]
+    assert [(k, str(r)) for k, r in keys_for(limits, "a@example.org")][-1] == (
         "example.org",
         "50/1s",
     )
@@ -84,14 +96,14 @@ def test_limits_per_receiver_default_and_total() -> None:
 
 def test_without_default_other_receivers_are_unlimited() -> None:
     limits = RateLimits.parse("gmail.com=20/s")
-    assert limits.for_recipient("a@example.org") == ()
-    assert [k for k, _ in limits.for_recipient("a@googlemail.com")] == ["gmail.com"]
+    assert keys_for(limits, "a@example.org") == ()
+    assert [k for k, _ in keys_for(limits, "a@googlemail.com")] == ["gmail.com"]
 
 
 def test_nothing_configured_is_off() -> None:
     limits = RateLimits.parse("", "")
     assert not limits.enabled
-    assert limits.for_recipient("a@gmail.com") == ()
+    assert keys_for(limits, "a@gmail.com") == ()
 
 
 @pytest.mark.parametrize(
@@ -144,3 +156,26 @@ def test_settings_refuse_bad_pacing_at_start() -> None:
 )
 def test_throttling_replies(reply: Reply, scope: str | None) -> None:
     assert throttled_scope(reply) == scope
+
+
+@pytest.mark.parametrize(
+    ("host", "receiver"),
+    [
+        ("aspmx.l.google.com.", "gmail.com"),
+        ("ALT1.ASPMX.L.GOOGLE.COM", "gmail.com"),
+        ("gmail-smtp-in.l.google.com", "gmail.com"),
+        ("contoso-com.mail.protection.outlook.com", "outlook.com"),
+        ("mx1.hotmail.com", "outlook.com"),
+        ("mta5.am0.yahoodns.net", "yahoo.com"),
+        ("mx01.mail.icloud.com", "icloud.com"),
+        ("mx.yandex.net", "yandex.ru"),
+        ("mxs.mail.ru", "mail.ru"),
+        ("mx00.gmx.net", "gmx.net"),
+        ("mx1.hoster.example", "hoster.example"),
+        ("mx.hoster.co.uk", "hoster.co.uk"),
+        ("example.org", "example.org"),
+        ("localhost", "localhost"),
+    ],
+)
+def test_mail_exchangers_name_their_receiver(host: str, receiver: str) -> None:
+    assert receiver_of_mx(host) == receiver
