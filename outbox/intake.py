@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable, Mapping
+import itertools
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -13,7 +14,7 @@ from outbox import attachments, store, template_versions
 from outbox.config import Settings, default_settings
 from outbox.errors import IdempotencyConflict, InvalidMessage
 from outbox.message_id import message_id as derive_message_id
-from outbox.render import template_set
+from outbox.render import Template, template_set
 from outbox.tracing import current_traceparent, email_attributes, tracer
 from outbox.validate import (
     check_key,
@@ -117,12 +118,34 @@ def enqueue_many(
 
     Each mapping takes the keyword arguments of :func:`enqueue`
     (``idempotency_key``, ``to``, ``template``, ``params``, ``priority``).
-    Every row is validated before anything is written; the rows are loaded
-    with COPY and inserted by one statement.
+    Rows are validated as they stream into Postgres by COPY, so checking and
+    inserting run side by side; the first invalid row aborts the COPY and
+    nothing is written.
     """
     settings = settings or default_settings()
-    rows: list[_Row] = []
+    rows = _validated_rows(conn, settings, emails)
+    first = next(rows, None)
+    if first is None:
+        return []
+    with tracer.start_as_current_span("outbox enqueue_many") as span:
+        # Every row links to this one span: a newsletter is not one giant trace.
+        trace_context = current_traceparent()
+        results = store.insert_many(
+            conn, (_columns(row, trace_context) for row in itertools.chain([first], rows))
+        )
+        span.set_attribute("outbox.count", len(results.rows))
+    if results.conflicts:
+        raise IdempotencyConflict(
+            "keys used before for emails with different content: " + ", ".join(results.conflicts)
+        )
+    return [Enqueued(i, m, c, k, s) for k, i, m, c, s in results.rows]
+
+
+def _validated_rows(
+    conn: psycopg.Connection[Any], settings: Settings, emails: Iterable[Mapping[str, Any]]
+) -> Iterator[_Row]:
     seen: set[str] = set()
+    ready: dict[str, Template] = {}  # looked up and stored once per batch, not per row
     for index, email in enumerate(emails):
         try:
             row = _validated(
@@ -133,47 +156,27 @@ def enqueue_many(
                 template_name=email.get("template"),
                 params=email.get("params"),
                 priority=email.get("priority"),
+                ready=ready,
             )
         except InvalidMessage as exc:
             raise type(exc)(f"email #{index}: {exc}") from None
         if row.key in seen:
             raise IdempotencyConflict(f"email #{index}: key {row.key!r} appears twice in the batch")
         seen.add(row.key)
-        rows.append(row)
-    if not rows:
-        return []
-    with tracer.start_as_current_span(
-        "outbox enqueue_many", attributes={"outbox.count": len(rows)}
-    ):
-        # Every row links to this one span: a newsletter is not one giant trace.
-        results = _insert_many(conn, rows, current_traceparent())
-    if results.conflicts:
-        raise IdempotencyConflict(
-            "keys used before for emails with different content: " + ", ".join(results.conflicts)
-        )
-    return [Enqueued(i, m, c, k, s) for k, i, m, c, s in results.rows]
+        yield row
 
 
-def _insert_many(
-    conn: psycopg.Connection[Any], rows: list[_Row], trace_context: str | None
-) -> store.InsertedMany:
-    return store.insert_many(
-        conn,
-        [
-            (
-                r.key,
-                r.recipient,
-                r.template,
-                r.params,
-                r.content_hash,
-                r.message_id,
-                r.priority,
-                r.template_version,
-                trace_context,
-            )
-            for r in rows
-        ],
-        priorities=sorted({r.priority for r in rows}),
+def _columns(row: _Row, trace_context: str | None) -> store.NewRow:
+    return (
+        row.key,
+        row.recipient,
+        row.template,
+        row.params,
+        row.content_hash,
+        row.message_id,
+        row.priority,
+        row.template_version,
+        trace_context,
     )
 
 
@@ -186,12 +189,18 @@ def _validated(
     template_name: object,
     params: object,
     priority: object,
+    ready: dict[str, Template] | None = None,
 ) -> _Row:
     checked_key = check_key(key)
     recipient = normalize_address(to)
     if not isinstance(template_name, str):
         raise InvalidMessage("template must be a string")
-    template = template_set(settings.templates).get(template_name)
+    template = ready.get(template_name) if ready is not None else None
+    if template is None:
+        template = template_set(settings.templates).get(template_name)
+        template_versions.ensure_stored(conn, template)  # committed before any row names it
+        if ready is not None:
+            ready[template_name] = template
     checked_priority = check_priority(
         (template.priority or "bulk") if priority is None else priority
     )
@@ -202,7 +211,6 @@ def _validated(
         directory=settings.attachments_dir,
         max_bytes=settings.max_attachment_bytes,
     )
-    template_versions.ensure_stored(conn, template)  # committed before any row names it
     return _Row(
         key=checked_key,
         recipient=recipient,

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -146,9 +146,68 @@ def insert_message(
     return Inserted(row[0], row[1], row[2], row[3], row[4])
 
 
-def insert_many(
-    conn: Conn, rows: Sequence[tuple[str | None, ...]], *, priorities: Sequence[str]
-) -> InsertedMany:
+# key, recipient, template, params, content_hash, message_id, priority,
+# template_version, trace_context: the columns enqueue_many writes
+NewRow = tuple[str, str, str, str, str, str, str, str | None, str | None]
+
+
+def insert_many(conn: Conn, rows: Iterable[NewRow]) -> InsertedMany:
+    """Insert ``rows`` (consumed once), all or none.
+
+    The common case, keys never seen before, is one COPY straight into the
+    outbox, inside a savepoint. If a key exists, the COPY fails on the unique
+    index, the savepoint is rolled back, and the rows go the careful way:
+    a scratch table, then INSERT ... ON CONFLICT DO NOTHING.
+    """
+    written: list[NewRow] = []
+
+    def tracked() -> Iterator[NewRow]:
+        for row in rows:
+            written.append(row)
+            yield row
+
+    stream = tracked()
+    try:
+        with conn.transaction():
+            copied = _copy_new(conn, stream, written)
+    except psycopg.errors.UniqueViolation:
+        copied = None
+    except psycopg.Error as exc:
+        raise StoreError(f"database error: {exc}") from exc
+    if copied is None:
+        written.extend(stream)  # the rows not yet streamed when the COPY failed
+        copied = _insert_staged(conn, written)
+    with translate_errors():
+        for priority in sorted({row[6] for row in written}):
+            conn.execute(queries["notify_due"], {"priority": priority})
+    return copied
+
+
+def _copy_new(conn: Conn, stream: Iterator[NewRow], written: list[NewRow]) -> InsertedMany:
+    with conn.cursor(row_factory=tuple_row) as cur:
+        mark = cur.execute(queries["outbox_id_mark"]).fetchone()
+        with cur.copy(queries["copy_outbox"]) as copy:
+            for row in stream:
+                copy.write_row(row)
+        last = cur.execute(queries["outbox_id_last"]).fetchone()
+        bounds = {"after": mark[0] if mark else 0, "last": last[0] if last else 0}
+        copied = cur.execute(queries["copied_rows"], bounds).fetchall()
+        if len(copied) != len(written):
+            raise StoreError(f"copied {len(written)} rows but found {len(copied)}")
+        suppressed = [(id_, reason) for id_, reason in copied if reason]
+        if suppressed:
+            ids, reasons = zip(*suppressed, strict=True)
+            cur.execute(queries["suppress_copied"], {"ids": list(ids), "reasons": list(reasons)})
+    return InsertedMany(
+        [
+            (row[0], id_, row[5], True, "suppressed" if reason else "pending")
+            for row, (id_, reason) in zip(written, copied, strict=True)
+        ],
+        [],
+    )
+
+
+def _insert_staged(conn: Conn, rows: Sequence[NewRow]) -> InsertedMany:
     with translate_errors(), conn.transaction(), conn.cursor(row_factory=tuple_row) as cur:
         cur.execute(queries["create_staging"])
         cur.execute(queries["clear_staging"])
@@ -158,11 +217,23 @@ def insert_many(
         conflicts = [r[0] for r in cur.execute(queries["staging_conflicts"]).fetchall()]
         if conflicts:
             return InsertedMany([], conflicts)
-        inserted = cur.execute(queries["insert_staging"]).fetchall()
-        for priority in priorities:
-            cur.execute(queries["notify_due"], {"priority": priority})
+        jit = cur.execute(queries["jit_off"]).fetchone()
+        created = {r[0]: (r[1], r[2], True, r[3]) for r in cur.execute(queries["insert_staging"])}
+        if jit is not None:
+            cur.execute(queries["jit_restore"], {"previous": jit[0]})
+        found: dict[str, tuple[int, str, bool, str]] = {}
+        if len(created) < len(rows):
+            keys = [row[0] for row in rows if row[0] not in created]
+            found = {
+                r[0]: (r[1], r[2], False, r[3])
+                for r in cur.execute(queries["existing_keys"], {"keys": keys})
+            }
         cur.execute(queries["clear_staging"])
-    return InsertedMany([(r[0], r[1], r[2], r[3], r[4]) for r in inserted], [])
+    stored = created | found
+    missing = [row[0] for row in rows if row[0] not in stored]
+    if missing:  # existed at the insert, gone a moment later: deleted by hand meanwhile
+        raise StoreError(f"rows of keys {missing[:5]} were deleted while being enqueued")
+    return InsertedMany([(row[0], *stored[row[0]]) for row in rows], [])
 
 
 def count_in_flight(conn: Conn, priority: str) -> int:

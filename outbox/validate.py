@@ -103,7 +103,8 @@ def dump_params(params: object, *, max_bytes: int) -> str:
         data = orjson.dumps(params, option=_JSON_OPTIONS)
     except (TypeError, orjson.JSONEncodeError) as exc:
         raise InvalidParams(f"params are not JSON-serialisable: {exc}") from None
-    if _has_non_finite(params):
+    # orjson writes NaN and Infinity as null: without a null there is none to find.
+    if b"null" in data and _has_non_finite(params):
         raise InvalidParams("params contain NaN or Infinity, which JSON cannot hold")
     if b"\\u0000" in data:
         raise InvalidParams("params contain a NUL character, which Postgres cannot store")

@@ -31,6 +31,41 @@ WHERE idempotency_key = %(key)s AND NOT EXISTS (SELECT FROM inserted);
 SELECT id, message_id, content_hash, false AS created, status, NULL
 FROM email_outbox WHERE idempotency_key = %(key)s;
 
+-- outbox_id_last --
+-- The last id this session took: the newest row of its COPY.
+SELECT currval(pg_get_serial_sequence('email_outbox', 'id'));
+
+-- outbox_id_mark --
+-- A mark below every id enqueue_many's COPY will take (ids only grow).
+SELECT nextval(pg_get_serial_sequence('email_outbox', 'id'));
+
+-- copy_outbox --
+-- New rows straight into the outbox (keys never seen: a known key fails the COPY).
+COPY email_outbox
+    (idempotency_key, recipient, template, params, content_hash, message_id, priority,
+     template_version, trace_context)
+FROM STDIN;
+
+-- copied_rows --
+-- The rows enqueue_many's COPY just wrote, in the order written (ids are taken
+-- row by row): those above the mark, up to the last id the COPY took, and
+-- written by the same (sub)transaction as that last row, so other sessions'
+-- rows in the range are left out. With each recipient's suppression, if any.
+SELECT o.id, x.reason
+FROM email_outbox o
+LEFT JOIN email_suppression x
+    ON x.address = lower(o.recipient) AND (x.scope = 'all' OR o.priority = 'bulk')
+WHERE o.id > %(after)s AND o.id <= %(last)s
+  AND o.xmin = (SELECT xmin FROM email_outbox WHERE id = %(last)s)
+ORDER BY o.id;
+
+-- suppress_copied --
+-- Copied rows whose recipient is suppressed become audit rows, never sent.
+UPDATE email_outbox o
+SET status = 'suppressed', status_reason = 'recipient suppressed: ' || s.reason
+FROM unnest(%(ids)s::bigint[], %(reasons)s::text[]) AS s(id, reason)
+WHERE o.id = s.id;
+
 -- create_staging --
 -- A scratch table for enqueue_many; gone at the end of the caller's transaction.
 CREATE TEMP TABLE IF NOT EXISTS email_outbox_staging (
@@ -59,26 +94,33 @@ LIMIT 5;
 -- insert_staging --
 -- Move the scratch rows into the outbox; existing keys are left alone and
 -- suppressed recipients get `suppressed` audit rows.
-WITH inserted AS (
-    INSERT INTO email_outbox
-        (idempotency_key, recipient, template, params, content_hash, message_id, priority, status,
-         status_reason, template_version, trace_context)
-    SELECT s.idempotency_key, s.recipient, s.template, s.params, s.content_hash, s.message_id,
-           s.priority,
-           CASE WHEN x.reason IS NULL THEN 'pending' ELSE 'suppressed' END,
-           CASE WHEN x.reason IS NULL THEN 'enqueued' ELSE 'recipient suppressed: ' || x.reason END,
-           s.template_version, s.trace_context
-    FROM email_outbox_staging s
-    LEFT JOIN email_suppression x
-        ON x.address = lower(s.recipient) AND (x.scope = 'all' OR s.priority = 'bulk')
-    ON CONFLICT (idempotency_key) DO NOTHING
-    RETURNING idempotency_key, id, status
-)
-SELECT s.idempotency_key, coalesce(i.id, o.id) AS id, s.message_id, i.id IS NOT NULL AS created,
-       coalesce(i.status, o.status) AS status
+INSERT INTO email_outbox
+    (idempotency_key, recipient, template, params, content_hash, message_id, priority, status,
+     status_reason, template_version, trace_context)
+SELECT s.idempotency_key, s.recipient, s.template, s.params, s.content_hash, s.message_id,
+       s.priority,
+       CASE WHEN x.reason IS NULL THEN 'pending' ELSE 'suppressed' END,
+       CASE WHEN x.reason IS NULL THEN 'enqueued' ELSE 'recipient suppressed: ' || x.reason END,
+       s.template_version, s.trace_context
 FROM email_outbox_staging s
-LEFT JOIN inserted i USING (idempotency_key)
-LEFT JOIN email_outbox o ON i.id IS NULL AND o.idempotency_key = s.idempotency_key;
+LEFT JOIN email_suppression x
+    ON x.address = lower(s.recipient) AND (x.scope = 'all' OR s.priority = 'bulk')
+ON CONFLICT (idempotency_key) DO NOTHING
+RETURNING idempotency_key, id, message_id, status;
+
+-- existing_keys --
+-- The stored rows of keys enqueue_many found already there (same content).
+SELECT idempotency_key, id, message_id, status FROM email_outbox
+WHERE idempotency_key = ANY(%(keys)s);
+
+-- jit_off --
+-- The scratch table has no statistics: the planner's estimate for a large batch
+-- makes it compile the insert, which costs more than running it. Transaction-local.
+SELECT current_setting('jit'), set_config('jit', 'off', true);
+
+-- jit_restore --
+-- Put back what jit_off found, for the rest of the caller's transaction.
+SELECT set_config('jit', %(previous)s, true);
 
 -- notify_due --
 -- Wake the relays at commit.

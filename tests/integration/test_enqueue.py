@@ -10,6 +10,7 @@ from outbox import enqueue, enqueue_many
 from outbox.config import Settings
 from outbox.errors import IdempotencyConflict, InvalidAddress, MissingParams, UnknownTemplate
 from outbox.message_id import message_id
+from tests.integration.helpers import query
 
 LOGIN = {"name": "Alice", "code": "123456", "product": "Shop", "minutes": 10}
 NEWS = {"name": "R", "title": "News", "intro": "Hi", "url": "https://x.example"}
@@ -190,3 +191,39 @@ def test_enqueue_many_twice_in_one_transaction(
     enqueue_many(conn, newsletter(5, start=5), settings=settings)
     conn.commit()
     assert count(settings) == 10
+
+
+def test_enqueue_many_side_by_side_returns_each_its_own_rows(settings: Settings) -> None:
+    results: dict[str, list[Any]] = {}
+
+    def newsletter_of(prefix: str) -> None:
+        rows = [
+            {**row, "idempotency_key": f"{prefix}-{i}"} for i, row in enumerate(newsletter(3000))
+        ]
+        with psycopg.connect(settings.database_url) as own:
+            results[prefix] = enqueue_many(own, rows, settings=settings)
+            own.commit()
+
+    threads = [threading.Thread(target=newsletter_of, args=(p,)) for p in ("a", "b", "c")]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    stored = dict(query(settings, "SELECT idempotency_key, id FROM email_outbox"))
+    assert len(stored) == 9000
+    for prefix, enqueued in results.items():
+        assert [r.idempotency_key for r in enqueued] == [f"{prefix}-{i}" for i in range(3000)]
+        assert all(stored[r.idempotency_key] == r.id for r in enqueued)
+        assert all(r.created for r in enqueued)
+
+
+def test_enqueue_many_with_some_known_keys_takes_the_careful_way(
+    conn: psycopg.Connection[Any], settings: Settings
+) -> None:
+    enqueue_many(conn, newsletter(10, start=990), settings=settings)  # the last ten
+    conn.commit()
+    results = enqueue_many(conn, newsletter(1000), settings=settings)
+    conn.commit()
+    assert [r.created for r in results] == [True] * 990 + [False] * 10
+    assert count(settings) == 1000
+    assert [r.idempotency_key for r in results] == [f"nl-{i}" for i in range(1000)]
