@@ -36,8 +36,9 @@ FROM email_outbox WHERE idempotency_key = %(key)s;
 SELECT currval(pg_get_serial_sequence('email_outbox', 'id'));
 
 -- outbox_id_mark --
--- A mark below every id enqueue_many's COPY will take (ids only grow).
-SELECT nextval(pg_get_serial_sequence('email_outbox', 'id'));
+-- A mark below every id enqueue_many's COPY will take: the last id anyone took
+-- (ids only grow), read without taking one.
+SELECT coalesce(pg_sequence_last_value(pg_get_serial_sequence('email_outbox', 'id')::regclass), 0);
 
 -- copy_outbox --
 -- New rows straight into the outbox (keys never seen: a known key fails the COPY).
