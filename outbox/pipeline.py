@@ -81,7 +81,7 @@ class Pipeline:
 # An idle Dramatiq consumer polls Redis with a backoff that grows to this many
 # milliseconds (default 1000): login codes must not wait that long.
 WORKER_ENV = {
-    "email_high": {"dramatiq_worker_timeout": "20"},
+    "email_high": {"dramatiq_worker_timeout": "5"},
     "email_bulk": {"dramatiq_worker_timeout": "200"},
 }
 
