@@ -400,6 +400,25 @@ def reputation() -> dash.Dashboard:
                 ],
             )
         )
+        .with_panel(
+            graph(
+                "Pace per receiver (share of its configured rate)",
+                [Q("max by (receiver) (outbox_pace_factor)", "{{receiver}}")],
+                unit="percentunit",
+                description=(
+                    "With OUTBOX_RATE_LIMITS set: 100 % normally; lower after throttling"
+                    " replies, growing back over OUTBOX_PACE_RECOVERY_SECONDS."
+                    " Alert below 50 % for 15 minutes (OutboxReceiverThrottling)."
+                ),
+            )
+        )
+        .with_panel(
+            graph(
+                "Configured send rate per receiver",
+                [Q("max by (receiver) (outbox_pace_limit_per_second)", "{{receiver}}")],
+                unit="reqps",
+            )
+        )
     )
 
 

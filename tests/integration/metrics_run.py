@@ -98,6 +98,7 @@ def fresh_settings(database_url: str, redis_url: str, namespace: str) -> Setting
         sweep_interval=0.5,
         max_attempts=2,
         smtp_command_timeout=1.0,
+        rate_limits="example.com=500/s",  # paced, never held back: the pace figures exist
     )
 
 
