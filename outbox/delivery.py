@@ -152,12 +152,15 @@ class Delivery:
                 else:
                     records.append(result)
         finally:
-            # What was tried is recorded even if something later in the batch failed.
-            if records:
-                self._record(records, worker)
-            if deferred:
-                with self.pool.connection() as conn:
-                    store.defer_paced(conn, deferred, worker)
+            # What was tried is recorded even if something later in the batch failed,
+            # and what was paced goes back even if recording failed.
+            try:
+                if records:
+                    self._record(records, worker)
+            finally:
+                if deferred:
+                    with self.pool.connection() as conn:
+                        store.defer_paced(conn, deferred, worker)
 
     def _pace(self, row: store.OutboxRow) -> store.Deferral | None:
         """Wait for the row's slot under its receiver's rate, or say when to come back."""
