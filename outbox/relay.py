@@ -98,9 +98,11 @@ class Relay:
                         self.sweep()
                         self._last_sweep = time.monotonic()
                     result = self.run_round()
-                    busy = result.published and not result.saturated
-                    timeout = 0.0 if busy else _SATURATED_WAIT
-                    if not busy and not result.saturated:
+                    if result.saturated:
+                        timeout = _SATURATED_WAIT
+                    elif result.published:
+                        timeout = 0.0  # more may be due right now
+                    else:
                         timeout = self._until_next_due()
                     failures = 0
                 except (OutboxError, psycopg.Error, OSError) as exc:
@@ -111,9 +113,8 @@ class Relay:
                     log.warning("relay round failed (%s); again in %.1fs", exc, wait)
                     stop.wait(wait)
                     continue
-                if busy:
-                    continue  # more may be due right now
-                listener.wait(timeout, stop)
+                if timeout:
+                    listener.wait(timeout, stop)
         finally:
             listener.close()
             log.info("relay %s stopped", self.name)
