@@ -224,6 +224,31 @@ def test_run_loop_wakes_on_notify_and_stops(settings: Settings) -> None:
     assert time.monotonic() - stop_requested < 5
 
 
+def test_run_loop_wakes_when_a_row_falls_due(settings: Settings) -> None:
+    """A row put back for a moment (paced, a short retry) is claimed when due, not a poll later."""
+    settings = dataclasses.replace(settings, poll_interval=30)
+    add_newsletter(settings, 1)
+    query(
+        settings,
+        "UPDATE email_outbox SET next_attempt_at = now() + interval '1.5 seconds' RETURNING id",
+    )
+    recorder = Recorder()
+    stop = threading.Event()
+    with pool(settings) as p:
+        thread = threading.Thread(target=Relay(settings, p, recorder).run, args=(stop,))
+        started = time.monotonic()
+        thread.start()
+        try:
+            while not recorder.ids() and time.monotonic() - started < 10:
+                time.sleep(0.01)
+            waited = time.monotonic() - started
+        finally:
+            stop.set()
+            thread.join(timeout=40)
+    assert recorder.ids() == [1]
+    assert 1.3 < waited < 3  # when due, far before the 30 s poll
+
+
 def test_a_relay_can_serve_only_some_priorities(settings: Settings) -> None:
     bulk = add_newsletter(settings, 5)
     login = add_login(settings)
