@@ -9,30 +9,13 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-import psycopg
 import pytest
 
-from outbox import enqueue
 from outbox.config import Settings
 from outbox.models import Priority
 from outbox.sink import ACCEPT, Behaviour
 from outbox.verp import outbox_id_from_token, token_from_address
-from tests.integration.helpers import LOGIN, add_newsletter, harness, query, statuses
-
-
-def add(settings: Settings, key: str, to: str, priority: str = "high") -> int:
-    with psycopg.connect(settings.database_url) as conn:
-        result = enqueue(
-            conn,
-            idempotency_key=key,
-            to=to,
-            template="login_code",
-            params=LOGIN,
-            priority=priority,
-            settings=settings,
-        )
-        conn.commit()
-    return result.id
+from tests.integration.helpers import add_login, add_newsletter, harness, query, statuses
 
 
 def attempts(settings: Settings, outbox_id: int) -> list[tuple[Any, ...]]:
@@ -46,7 +29,7 @@ def attempts(settings: Settings, outbox_id: int) -> list[tuple[Any, ...]]:
 
 def test_delivered_with_stored_message_id_and_relay_queue_id(settings: Settings) -> None:
     ids = add_newsletter(settings, 40)
-    login = add(settings, "login-1", "alice@example.com")
+    login = add_login(settings, "login-1", "alice@example.com")
     with harness(settings) as (h, sink):
         h.run()
     assert statuses(settings) == {"sent": 41}
@@ -78,7 +61,7 @@ def test_greylisting_then_success(settings: Settings) -> None:
             )
         return ACCEPT
 
-    login = add(settings, "login-1", "alice@example.com")
+    login = add_login(settings, "login-1", "alice@example.com")
     with harness(settings, greylist_once) as (h, sink):
         started = time.monotonic()
         h.run()
@@ -95,7 +78,7 @@ def test_greylisting_then_success(settings: Settings) -> None:
 
 def test_5yz_fails_at_once_with_the_reply(settings: Settings) -> None:
     unknown = "550 5.1.1 <nobody@example.com>: Recipient address rejected: User unknown"
-    login = add(settings, "login-1", "nobody@example.com")
+    login = add_login(settings, "login-1", "nobody@example.com")
     with harness(settings, lambda a: Behaviour(rcpt_reply=unknown)) as (h, sink):
         h.run()
     row = query(
@@ -109,7 +92,7 @@ def test_5yz_fails_at_once_with_the_reply(settings: Settings) -> None:
 
 
 def test_5yz_after_data_fails_too(settings: Settings) -> None:
-    add(settings, "login-1", "spam@example.com")
+    add_login(settings, "login-1", "spam@example.com")
     with harness(
         settings, lambda a: Behaviour(data_reply="554 5.7.1 Message rejected as spam")
     ) as (h, _):
@@ -119,7 +102,7 @@ def test_5yz_after_data_fails_too(settings: Settings) -> None:
 
 def test_dead_after_the_attempt_limit(settings: Settings, caplog: pytest.LogCaptureFixture) -> None:
     settings = dataclasses.replace(settings, max_attempts=3)
-    login = add(settings, "login-1", "busy@example.com")
+    login = add_login(settings, "login-1", "busy@example.com")
     with harness(settings, lambda a: Behaviour(rcpt_reply="421 4.3.2 try later, busy")) as (h, _):
         h.run()
     row = query(settings, "SELECT status, attempts, last_error FROM email_outbox")[0]
@@ -131,7 +114,7 @@ def test_dead_after_the_attempt_limit(settings: Settings, caplog: pytest.LogCapt
 
 def test_dead_past_the_age_limit(settings: Settings) -> None:
     settings = dataclasses.replace(settings, max_age_seconds=0.0)
-    add(settings, "login-1", "busy@example.com")
+    add_login(settings, "login-1", "busy@example.com")
     with harness(settings, lambda a: Behaviour(rcpt_reply="451 4.3.0 later")) as (h, _):
         h.run()
     row = query(settings, "SELECT status, attempts, last_error FROM email_outbox")[0]
@@ -143,7 +126,7 @@ def test_dead_past_the_age_limit(settings: Settings) -> None:
 def test_dropped_after_data_is_uncertain(settings: Settings, policy: str, status: str) -> None:
     settings = dataclasses.replace(settings, on_uncertain=policy)
     tries = itertools.count()
-    login = add(settings, "login-1", "alice@example.com")
+    login = add_login(settings, "login-1", "alice@example.com")
 
     def drop_once(address: str) -> Behaviour:
         return Behaviour(drop_after_data=True) if next(tries) == 0 else ACCEPT
@@ -173,8 +156,8 @@ def test_duplicate_broker_delivery_sends_nothing(settings: Settings) -> None:
 
 
 def test_smtputf8_recipient(settings: Settings) -> None:
-    add(settings, "login-1", "jörg@bücher.example")
-    add(settings, "login-2", "anna@bücher.example")
+    add_login(settings, "login-1", "jörg@bücher.example")
+    add_login(settings, "login-2", "anna@bücher.example")
     with harness(settings) as (h, sink):
         h.run()
     assert statuses(settings) == {"sent": 2}
@@ -183,7 +166,7 @@ def test_smtputf8_recipient(settings: Settings) -> None:
 
 
 def test_smtputf8_refused_by_a_relay_without_it(settings: Settings) -> None:
-    add(settings, "login-1", "jörg@example.de")
+    add_login(settings, "login-1", "jörg@example.de")
     with harness(settings, smtputf8=False) as (h, _):
         h.run()
     row = query(settings, "SELECT status, last_error FROM email_outbox")[0]
@@ -192,7 +175,7 @@ def test_smtputf8_refused_by_a_relay_without_it(settings: Settings) -> None:
 
 
 def test_relay_down_retries_then_delivers(settings: Settings) -> None:
-    login = add(settings, "login-1", "alice@example.com")
+    login = add_login(settings, "login-1", "alice@example.com")
     with harness(settings, started=False) as (h, sink):  # connection refused
         h.relay.run_round()
         h.delivery.deliver(h.groups.pop())
@@ -207,7 +190,7 @@ def test_relay_down_retries_then_delivers(settings: Settings) -> None:
 
 
 def test_slow_relay_times_out_without_blocking_forever(settings: Settings) -> None:
-    login = add(settings, "login-1", "slow@example.com")
+    login = add_login(settings, "login-1", "slow@example.com")
     settings = dataclasses.replace(settings, max_attempts=1)
     with harness(settings, lambda a: Behaviour(delay=5)) as (h, _):
         started = time.monotonic()
@@ -252,7 +235,7 @@ def test_message_arriving_before_the_relay_commits_is_still_sent(settings: Setti
 
 def test_verp_return_path_names_the_row(settings: Settings) -> None:
     settings = dataclasses.replace(settings, bounce_domain="bounces.shop.example", secret="k")
-    login = add(settings, "login-1", "alice@example.com")
+    login = add_login(settings, "login-1", "alice@example.com")
     with harness(settings) as (h, sink):
         h.run()
     mail_from = sink.messages[0].mail_from

@@ -5,17 +5,16 @@ import threading
 import time
 from collections.abc import Sequence
 
-import psycopg
 import pytest
 import redis
 
 from jobs.publish import Publisher
 from jobs.queues import make_broker
-from outbox import enqueue
 from outbox.config import Settings
 from outbox.models import Priority
 from outbox.relay import Relay
-from tests.integration.helpers import LOGIN, add_newsletter, pool, query, statuses
+from tests.integration import helpers
+from tests.integration.helpers import add_newsletter, pool, query, statuses
 
 
 class Recorder:
@@ -35,18 +34,7 @@ class Recorder:
 
 
 def add_login(settings: Settings, key: str = "login") -> int:
-    with psycopg.connect(settings.database_url) as conn:
-        result = enqueue(
-            conn,
-            idempotency_key=key,
-            to="a@example.com",
-            template="login_code",
-            params=LOGIN,
-            priority="high",
-            settings=settings,
-        )
-        conn.commit()
-    return result.id
+    return helpers.add_login(settings, key, "a@example.com")
 
 
 def test_high_first_login_codes_alone_bulk_in_batches(settings: Settings) -> None:
