@@ -31,6 +31,7 @@ class Settings:
     smtp_ca_file: str = ""  # CA bundle for a relay with a private certificate
     transport: str = "smtp"  # smtp | postmark | resend | ses (outbox.transports.select)
     transport_concurrency: int = 0  # sends at once per worker process; 0: no limit
+    send_concurrency: int = 0  # sends at once across all worker processes (Redis); 0: no cap
     failover_transport: str = ""  # a second transport for when the first is down; empty: none
     failover_smtp_url: str = ""  # SMTP_URL of the failover transport; empty: SMTP_URL
     failover_provider_url: str = ""  # OUTBOX_PROVIDER_URL of the failover; empty: the same

@@ -34,7 +34,7 @@ from outbox.redact import recipient_tag
 from outbox.render import template_set
 from outbox.retry import RetryPolicy, decide
 from outbox.tracing import context_from, email_attributes, span_context_from, tracer
-from outbox.transports.base import OutgoingMessage, Transport
+from outbox.transports.base import OutgoingMessage, Transport, TransportBusy
 from outbox.validate import ascii_address
 from outbox.verp import return_path
 
@@ -217,14 +217,17 @@ class Delivery:
                 return deferral
             try:
                 reply = self.transport.send(message)
-                outcome = classify_reply(reply)  # SMTP or HTTP rules by the reply's kind
-                if self.pacer is not None and outcome.verdict != Verdict.SENT:
-                    _slow_down(self.pacer, row.recipient, reply)
+            except TransportBusy as busy:  # nothing left: back to Postgres, not an attempt
+                return store.Deferral(row.id, busy.retry_after, f"transport busy: {busy}")
             except Exception as exc:
                 # A transport defect: where the conversation stopped is unknown,
                 # so the message may have left. Retried with the same Message-ID.
                 log.exception("transport failed unexpectedly for email %s", row.id)
                 outcome = Outcome(Verdict.UNCERTAIN, f"transport error: {exc!r}")
+            else:
+                outcome = classify_reply(reply)  # SMTP or HTTP rules by the reply's kind
+                if self.pacer is not None and outcome.verdict != Verdict.SENT:
+                    _slow_down(self.pacer, row.recipient, reply)
         now = dt.datetime.now(dt.UTC)
         decision = decide(
             outcome,

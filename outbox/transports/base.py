@@ -24,3 +24,11 @@ class Transport(Protocol):
     def send(self, message: OutgoingMessage) -> Reply: ...
 
     def close(self) -> None: ...
+
+
+class TransportBusy(Exception):
+    """No send was started: the transport is at capacity. Not an attempt."""
+
+    def __init__(self, reason: str, *, retry_after: float) -> None:
+        super().__init__(reason)
+        self.retry_after = retry_after

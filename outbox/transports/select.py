@@ -26,12 +26,19 @@ RESEND_KEY_HOURS = 24  # how long Resend remembers an idempotency key
 
 
 def build_transport(settings: Settings) -> Transport:
-    """The configured transport, behind the per-process concurrency limit when one
-    is set, and with the failover transport behind it when one is named."""
+    """The configured transport: behind the per-process concurrency limit when one
+    is set, with the failover transport beside it when one is named, and under
+    the cap shared by all worker processes when one is set."""
     check(settings)
     transport = _limited(settings, _build(settings))
-    if not settings.failover_transport:
-        return transport
+    if settings.failover_transport:
+        transport = _with_failover(settings, transport)
+    if settings.send_concurrency > 0:
+        transport = _shared_limited(settings, transport)
+    return transport
+
+
+def _with_failover(settings: Settings, transport: Transport) -> Transport:
     secondary_settings = failover_settings(settings)
     check(secondary_settings)
     same_url = (secondary_settings.smtp_url, secondary_settings.provider_url) == (
@@ -61,6 +68,30 @@ def failover_settings(settings: Settings) -> Settings:
     )
 
 
+def _shared_limited(settings: Settings, transport: Transport) -> Transport:
+    """The cap shared by all worker processes; a lease outlasts the longest attempt."""
+    import redis  # noqa: PLC0415
+    from redis.backoff import NoBackoff  # noqa: PLC0415
+    from redis.retry import Retry  # noqa: PLC0415
+
+    from outbox.transports.shared_limit import SharedLimited  # noqa: PLC0415
+
+    smtp_attempt = settings.smtp_attempt_timeout or (
+        settings.smtp_connect_timeout + 2 * settings.smtp_command_timeout
+    )
+    http_attempt = settings.http_connect_timeout + settings.http_read_timeout
+    client = redis.Redis.from_url(
+        settings.redis_url, socket_timeout=2, socket_connect_timeout=2, retry=Retry(NoBackoff(), 0)
+    )
+    return SharedLimited(
+        transport,
+        client,
+        key=f"{settings.namespace}:send-slots",
+        limit=settings.send_concurrency,
+        lease=2 * max(smtp_attempt, http_attempt) + 5,
+    )
+
+
 def _limited(settings: Settings, transport: Transport) -> Transport:
     if settings.transport_concurrency > 0:
         return Limited(transport, settings.transport_concurrency)
@@ -80,6 +111,8 @@ def check(settings: Settings) -> None:
         )
     if settings.transport_concurrency < 0:
         raise ConfigError("OUTBOX_TRANSPORT_CONCURRENCY must be 0 (no limit) or more")
+    if settings.send_concurrency < 0:
+        raise ConfigError("OUTBOX_SEND_CONCURRENCY must be 0 (no cap) or more")
     if settings.transport == "smtp":
         return
     if settings.http_connect_timeout <= 0 or settings.http_read_timeout <= 0:
