@@ -168,8 +168,13 @@ def insert_many(conn: Conn, rows: Iterable[NewRow]) -> InsertedMany:
 
     stream = tracked()
     try:
+        # Read outside the savepoint, this also opens the caller's transaction when
+        # none is open yet; otherwise transaction() would begin and commit one of
+        # its own, and the rows would outlive the caller's rollback.
+        found = conn.execute(queries["outbox_id_mark"]).fetchone()
+        mark = int(found[0]) if found else 0
         with conn.transaction():
-            copied = _copy_new(conn, stream, written)
+            copied = _copy_new(conn, stream, written, mark)
     except psycopg.errors.UniqueViolation:
         copied = None
     except psycopg.Error as exc:
@@ -183,14 +188,15 @@ def insert_many(conn: Conn, rows: Iterable[NewRow]) -> InsertedMany:
     return copied
 
 
-def _copy_new(conn: Conn, stream: Iterator[NewRow], written: list[NewRow]) -> InsertedMany:
+def _copy_new(
+    conn: Conn, stream: Iterator[NewRow], written: list[NewRow], mark: int
+) -> InsertedMany:
     with conn.cursor(row_factory=tuple_row) as cur:
-        mark = cur.execute(queries["outbox_id_mark"]).fetchone()
         with cur.copy(queries["copy_outbox"]) as copy:
             for row in stream:
                 copy.write_row(row)
         last = cur.execute(queries["outbox_id_last"]).fetchone()
-        bounds = {"after": mark[0] if mark else 0, "last": last[0] if last else 0}
+        bounds = {"after": mark, "last": last[0] if last else 0}
         copied = cur.execute(queries["copied_rows"], bounds).fetchall()
         if len(copied) != len(written):
             raise StoreError(f"copied {len(written)} rows but found {len(copied)}")

@@ -227,3 +227,24 @@ def test_enqueue_many_with_some_known_keys_takes_the_careful_way(
     assert [r.created for r in results] == [True] * 990 + [False] * 10
     assert count(settings) == 1000
     assert [r.idempotency_key for r in results] == [f"nl-{i}" for i in range(1000)]
+
+
+def test_enqueue_many_first_in_a_transaction_leaves_the_commit_to_the_caller(
+    settings: Settings,
+) -> None:
+    with psycopg.connect(settings.database_url) as fresh:  # nothing run on it yet
+        enqueue_many(fresh, newsletter(5), settings=settings)
+        with pytest.raises(IdempotencyConflict):  # the staging way, too
+            enqueue_many(
+                fresh, [{**newsletter(1)[0], "to": "other@example.com"}], settings=settings
+            )
+        fresh.rollback()
+    assert count(settings) == 0
+    with psycopg.connect(settings.database_url) as fresh:
+        enqueue_many(fresh, newsletter(5), settings=settings)
+        enqueue_many(fresh, newsletter(7), settings=settings)  # two known keys: staging way
+        fresh.rollback()
+    assert count(settings) == 0
+    with psycopg.connect(settings.database_url, autocommit=True) as auto:
+        enqueue_many(auto, newsletter(5), settings=settings)  # autocommit: its own transaction
+    assert count(settings) == 5
