@@ -57,3 +57,4 @@ class Failure:
     remote_mta: str | None = None
     reporting_mta: str | None = None
     command: str | None = None
+    sole: bool = False  # the report concerns this recipient alone

@@ -166,6 +166,7 @@ def _from_dsn(ctx: _Context, reports: list[dsn.Report]) -> list[Failure]:
                 action=record.get("action"),
                 remote_mta=dsn.remote_mta(record),
                 reporting_mta=dsn.reporting_mta(report),
+                sole=len(records) == 1,
             )
         )
     return failures
@@ -199,9 +200,13 @@ def _from_text(ctx: _Context) -> list[Failure]:
             return []
         blocks = [(fallback, "")]
     delayed = legacy.is_delay_notice(mime.header(ctx.msg, "Subject"), ctx.section)
+    # A notice about one recipient that quotes one status code, somewhere other than
+    # the lines taken as its diagnostic, still gives that recipient's code.
+    sole = status.sole_code(ctx.section) if len(blocks) == 1 else None
     return [
         Failure(
             recipient=address,
+            status=sole if sole and not status.find_all(diagnostic) else None,
             diagnostic=diagnostic,
             context=ctx.section,
             action="delayed" if delayed else "failed",

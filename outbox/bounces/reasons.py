@@ -56,6 +56,36 @@ UNKNOWN_USER_WORDING = re.compile(
     r"user unknown|unknown user|no such user|user not (?:exist|found)|unknown recipient", re.I
 )
 
+# A receiving system's own verdict that the address does not exist, whatever SMTP
+# stage (if any) it came from: a local delivery agent's report, a notice's headline
+# (Gmail "Address not found", Exchange 5.5-2003 "The recipient name is not
+# recognized", InterScan "check if address is correct"), Yahoo's documented
+# "554 delivery error: dd This user doesn't have a yahoo.com account".  Each backs up
+# "unknown user" words that neither a status code nor the RCPT stage confirms.
+ADDRESS_VERDICT = re.compile(
+    r"\bmail\.local:\s*unknown user"
+    r"|\baddress (?:not found|couldn'?t be found|could not be found)"
+    r"|\binvalid (?:user|recipient|e-?mail) address\b"
+    r"|\brecipient name is not recognized"
+    r"|\binvalid final delivery userid"
+    r"|\bnot listed in (?:the )?(?:domino |public )?(?:address )?(?:directory|book)"
+    r"|\bcheck if (?:the )?address is correct"
+    r"|\bdelivery error: dd\b"
+    r"|\brecipient address rejected:\s*access denied\.?\s*as\(",
+    re.I,
+)
+
+# Providers whose own servers answer an unknown mailbox with words that elsewhere
+# may be policy: (reporting or remote host, reply wording).  Outlook.com's consumer
+# servers reply "550 Requested action not taken: mailbox unavailable" (RFC 5321's
+# generic text) for addresses that do not exist.
+PROVIDER_ADDRESS_VERDICTS: tuple[tuple[re.Pattern[str], re.Pattern[str]], ...] = (
+    (
+        re.compile(r"(?:^|\.)(?:hotmail|outlook|live|msn)\.com\.?$", re.I),
+        re.compile(r"requested action not taken: mailbox unavailable", re.I),
+    ),
+)
+
 # "550 : User unknown" with the mailbox left out is what the au/EZweb (KDDI) servers
 # answer when the recipient's own sender filter refuses the message.
 FILTER_UNKNOWN_USER = re.compile(r"(?:^|\s)\d{3}\s+:\s*user unknown", re.I)

@@ -114,6 +114,13 @@ def choose(dsn_status: str | None, diagnostic: str) -> str | None:
     return dsn_status or (quoted[0] if quoted else None)
 
 
+def sole_code(text: str) -> str | None:
+    """The one specific code a text quotes (repeated or not), ``None`` if it quotes
+    none or several."""
+    specific = {code for code in find_all(text) if not is_unspecific(code)}
+    return specific.pop() if len(specific) == 1 else None
+
+
 def derive(reason: str | None, reply_code: int | None, temporary: bool) -> str:
     """Synthesize a code from reason and reply class when the bounce has none."""
     if reply_code is not None and reply_code // 100 in (4, 5):

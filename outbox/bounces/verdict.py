@@ -44,6 +44,8 @@ _BY_STATUS: tuple[tuple[re.Pattern[str], str, bool], ...] = (
 # RFC 3463 subjects that place a failure elsewhere than the address: X.2 mailbox status
 # (the mailbox exists), X.3 the destination mail system, X.6 the message content.
 _NOT_THE_ADDRESS = re.compile(r"^\d\.[236]\.\d+$")
+_MAILBOX_STATE = frozenset({"mailbox_full", "suspended"})
+_ADDRESSING = re.compile(r"^\d\.1\.\d+$")
 
 # RFC 5321 section 4.2.2 / RFC 7504 reply codes that name a reason on their own.
 _BY_REPLY: dict[int, tuple[str, bool]] = {
@@ -102,7 +104,7 @@ def _from_status(code: str | None) -> tuple[str, bool] | None:
 
 
 def _doubted_unknown_user(
-    code: str | None, stage: str | None, texts: list[str], diagnostic: str
+    code: str | None, stage: str | None, texts: list[str], diagnostic: str, hosts: list[str]
 ) -> str | None:
     """The reason to give instead when other evidence contradicts "unknown user" wording."""
     if (
@@ -121,7 +123,31 @@ def _doubted_unknown_user(
         # wins, since a wrong "soft" costs a retry and a wrong "hard" a live recipient.
         found = _from_status(code)
         return found[0] if found else None
+    if not _confirmed(code, stage, texts, hosts):
+        return "unconfirmed_user"
     return None
+
+
+def _confirmed(code: str | None, stage: str | None, texts: list[str], hosts: list[str]) -> bool:
+    """Is "no such user" backed by more than its words?
+
+    Content filters and gateways use the same words for a refusal after DATA, so the
+    words count only with an X.1 (addressing) status code, a refusal of RCPT TO, or a
+    receiving system's own address verdict.  Unconfirmed, the failure is soft: a dead
+    address still ends up suppressed by the soft-bounce streak.
+    """
+    if code and _ADDRESSING.match(code):
+        return True
+    if stage == "rcpt":
+        return True
+    if any(reasons.ADDRESS_VERDICT.search(t) for t in texts):
+        return True
+    return any(
+        host_rule.search(host) and text_rule.search(text)
+        for host_rule, text_rule in reasons.PROVIDER_ADDRESS_VERDICTS
+        for host in hosts
+        for text in texts
+    )
 
 
 def judge(failure: Failure) -> Verdict | None:
@@ -168,9 +194,17 @@ def judge(failure: Failure) -> Verdict | None:
     if hard and code and code.startswith("5.7.") and reason != "no_mail_host":
         reason, hard = "policy", False
     if hard and reason == "user_unknown":
-        doubted = _doubted_unknown_user(code, stage, texts, diagnostic)
+        hosts = [h for h in (failure.reporting_mta, failure.remote_mta) if h]
+        doubted = _doubted_unknown_user(code, stage, texts, diagnostic, hosts)
         if doubted:
             reason, hard = doubted, False
+    if hard and failure.sole and diagnostic and failure.context:
+        # The notice's own words about its one recipient contradict the server's
+        # answer ("Not enough disk space" above "550 5.1.1 User unknown"); with the
+        # evidence split, a soft verdict costs a retry, a hard one a live recipient.
+        contrary = _specific(failure.context)
+        if contrary and contrary[0] in _MAILBOX_STATE:
+            reason, hard = contrary[0], False
     null_mx = reason == "no_mail_host" and any(reasons.NULL_MX.search(t) for t in texts)
     if temporary and not (null_mx and not delayed):
         hard = False

@@ -115,3 +115,35 @@ def test_crlf_line_endings_give_the_same_verdicts() -> None:
         raw = fixture_bytes(name)
         crlf = raw.replace(b"\r\n", b"\n").replace(b"\n", b"\r\n")
         assert parse_bounce(crlf) == parse_bounce(raw), name
+
+
+NOTICE_WITH_CODE_APART = b"""\
+From: postmaster@gw.example.net
+To: bounces+ord-1@example.com
+Subject: Undeliverable Mail
+Content-Type: text/plain
+
+Your message could not be delivered because of
+
+550 5.1.1 User unknown
+
+The following recipients were affected:
+    %s
+
+
+Additional Information
+======================
+Sender-MTA:         <192.0.2.250>
+"""
+
+
+def test_a_one_recipient_notice_lends_its_only_code_to_the_recipient() -> None:
+    (result,) = parse_bounce(NOTICE_WITH_CODE_APART % b"kim@example.org")
+    assert (result.recipient, result.klass, result.status) == ("kim@example.org", "hard", "5.1.1")
+
+
+def test_a_notice_about_several_recipients_lends_no_code() -> None:
+    results = parse_bounce(NOTICE_WITH_CODE_APART % b"kim@example.org\n    lee@example.org")
+    lee = results[-1]
+    # lee's own lines quote no code; one from elsewhere may be another recipient's.
+    assert (lee.recipient, lee.klass, lee.status) == ("lee@example.org", "soft", "5.0.0")

@@ -8,7 +8,7 @@ from outbox.bounces.model import Failure
 from outbox.bounces.verdict import judge
 
 
-def verdict(diagnostic: str = "", **kwargs: str | None) -> tuple[str, str, str]:
+def verdict(diagnostic: str = "", **kwargs: str | bool | None) -> tuple[str, str, str]:
     result = judge(Failure(recipient="a@example.net", diagnostic=diagnostic, **kwargs))  # type: ignore[arg-type]
     assert result is not None
     return result.klass, result.reason, result.status
@@ -23,7 +23,8 @@ def verdict(diagnostic: str = "", **kwargs: str | None) -> tuple[str, str, str]:
             "hard",
             "user_unknown",
         ),
-        ("550 No such user here", None, "hard", "user_unknown"),
+        ("550 No such user here", "5.1.1", "hard", "user_unknown"),
+        ("550 No such user here", None, "soft", "unconfirmed_user"),
         (
             "553 sorry, that domain isn't in my list of allowed rcpthosts",
             None,
@@ -150,7 +151,8 @@ def test_unknown_user_after_data_is_a_filter() -> None:
 
 def test_mailbox_omitted_unknown_user_reply_is_a_filter() -> None:
     assert verdict("550 : User unknown")[:2] == ("soft", "filtered")
-    assert verdict("550 <a@example.net>: User unknown")[0] == "hard"
+    rcpt = "550 <a@example.net>: User unknown (in reply to RCPT TO command)"
+    assert verdict(rcpt)[0] == "hard"
 
 
 def test_mailbox_status_code_outweighs_unknown_user_wording() -> None:
@@ -174,8 +176,8 @@ def test_system_or_content_status_code_outweighs_unknown_user_wording() -> None:
 
 def test_address_and_generic_status_codes_keep_unknown_user_hard() -> None:
     assert verdict("550 5.1.1 <a@example.net>... User Unknown")[:2] == ("hard", "user_unknown")
-    # X.5.0 is what many servers put on any bare 550.
-    text = "550 Requested action not taken: mailbox unavailable"
+    # X.5.0 is what many servers put on any bare 550: the RCPT stage decides.
+    text = "550 Requested action not taken: mailbox unavailable (in reply to RCPT TO command)"
     assert verdict(text, status="5.5.0")[:2] == ("hard", "user_unknown")
 
 
@@ -224,9 +226,85 @@ def test_context_is_used_when_the_diagnostic_is_silent() -> None:
 
 
 def test_status_is_derived_when_absent() -> None:
-    assert verdict("550 Requested action not taken: no such user here") == (
-        "hard",
-        "user_unknown",
-        "5.1.1",
-    )
+    text = "550 Requested action not taken: no such user here"
+    assert verdict(text, command="rcpt") == ("hard", "user_unknown", "5.1.1")
+    # Unconfirmed, the code stays unspecific rather than claiming X.1.1.
+    assert verdict(text) == ("soft", "unconfirmed_user", "5.0.0")
     assert verdict("452 Insufficient system storage") == ("soft", "mailbox_full", "4.2.2")
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "550 kijitora@example.net... No such user",
+        "550 Unknown user a@example.net",
+        "550 <a@example.net>... User not exist",
+        "[User unknown]",
+        "This user doesn't have a example.net account (a@example.net) [-9]",
+        "The email account that you tried to reach does not exist.",
+    ],
+)
+def test_unknown_user_words_alone_are_not_enough(text: str) -> None:
+    # Gateways and content filters answer a refused message with these words too.
+    assert verdict(text)[:2] == ("soft", "unconfirmed_user")
+    assert verdict(text, status="5.0.0")[:2] == ("soft", "unconfirmed_user")
+
+
+@pytest.mark.parametrize(
+    ("text", "kwargs"),
+    [
+        ("550 No such user", {"status": "5.1.1"}),
+        ("550 5.1.10 Recipient not found", {}),
+        ("550 No such user", {"command": "rcpt"}),
+        ("host mx.example.net said: 550 No such user (in reply to RCPT TO command)", {}),
+        ("SMTP error from remote mail server after RCPT TO:<a@example.net>: 550 No such user", {}),
+    ],
+)
+def test_status_code_or_rcpt_stage_confirms_unknown_user(text: str, kwargs: dict[str, str]) -> None:
+    assert verdict(text, **kwargs)[:2] == ("hard", "user_unknown")
+
+
+def test_a_temporary_addressing_code_confirms_the_reason_but_not_the_class() -> None:
+    assert verdict("450 No such user", status="4.1.1")[:2] == ("soft", "user_unknown")
+
+
+@pytest.mark.parametrize(
+    ("diagnostic", "context"),
+    [
+        ("mail.local: unknown user: b", ""),
+        ("550 <b@example.net>: User unknown", "** Address not found ** Your message wasn't"),
+        ("550 - Requested action not taken: no such user here", "Error: Invalid user address"),
+        ("The recipient name is not recognized", ""),
+        ("Unable to deliver message to <b@example.net>. Please check if address is correct.", ""),
+        ("Invalid final delivery userid: b@example.net", ""),
+        ("User b (b@example.net) not listed in Domino Directory", ""),
+        ("554 delivery error: dd This user doesn't have a example.net account", ""),
+        ("550 5.4.1 Recipient address rejected: Access denied. AS(201806281)", ""),
+    ],
+)
+def test_a_receiving_systems_own_verdict_confirms_unknown_user(
+    diagnostic: str, context: str
+) -> None:
+    assert verdict(diagnostic, context=context)[:2] == ("hard", "user_unknown")
+
+
+def test_provider_wording_confirms_only_from_that_providers_hosts() -> None:
+    text = "550 Requested action not taken: mailbox unavailable (-0000000022:2222)"
+    assert verdict(text, status="5.5.0", reporting_mta="BAY004-MC1.hotmail.com")[0] == "hard"
+    assert verdict(text, status="5.5.0", remote_mta="mx1.outlook.com")[0] == "hard"
+    assert verdict(text, status="5.5.0", remote_mta="mx.example.net")[:2] == (
+        "soft",
+        "unconfirmed_user",
+    )
+    assert verdict(text, status="5.5.0", remote_mta="hotmail.com.example.net")[0] == "soft"
+
+
+def test_a_notice_that_contradicts_its_own_report_is_soft() -> None:
+    diagnostic = "550 5.1.1 <b@example.net>... User Unknown"
+    notice = "Your message to <b> was automatically rejected: Not enough disk space"
+    assert verdict(diagnostic, context=notice, sole=True) == ("soft", "mailbox_full", "5.1.1")
+    # In a report about several recipients the notice may be about another one.
+    assert verdict(diagnostic, context=notice)[0] == "hard"
+    # Policy words in a notice's boilerplate do not count against the report.
+    boilerplate = "If the message was rejected as spam, contact your administrator."
+    assert verdict(diagnostic, context=boilerplate, sole=True)[0] == "hard"
