@@ -4,7 +4,8 @@ Trust decides everything: an address is suppressed only on the word of a
 bounce that is provably about a message we sent to it. A VERP token that
 verifies names the row; without one, the original Message-ID names a row and
 the bounce must be about that row's recipient. A token that fails to verify
-is a forgery: stored and counted, never acted on.
+is a forgery: stored and counted, never acted on. A provider's webhook call,
+authenticated before it is stored, names the row by the provider's own id.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from typing import Literal
 
 from outbox.bounces import BounceResult
 
-Via = Literal["verp", "message_id", "none"]
+Via = Literal["verp", "message_id", "provider_id", "none"]
 
 
 @dataclass(frozen=True, slots=True)

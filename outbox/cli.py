@@ -93,7 +93,7 @@ def _parser() -> argparse.ArgumentParser:
     templates.add_argument("--to", default="recipient@example.com", help="preview: recipient")
     templates.add_argument("--priority", choices=["high", "bulk"], help="preview: priority")
     templates.add_argument("--out", type=Path, default=Path(), help="preview: output folder")
-    web = command("web", cmd_web, "the one-click unsubscribe endpoint (RFC 8058)")
+    web = command("web", cmd_web, "unsubscribe links (RFC 8058) and provider bounce webhooks")
     # PORT is the platform's (Heroku-like hosts), not an Outbox setting.
     web.add_argument("--port", type=int, default=int(os.environ.get("PORT") or 8000))
     web.add_argument("--host", default="0.0.0.0", help="listen address")  # noqa: S104

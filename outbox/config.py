@@ -70,6 +70,8 @@ class Settings:
     dkim_domain: str = ""
     dkim_private_key: str = ""  # a PEM file's path, or the PEM itself
     unsubscribe_url: str = ""  # https base of one-click unsubscribe links for bulk mail
+    postmark_webhook_auth: str = ""  # user:password of Postmark's bounce webhook; empty: off
+    resend_webhook_secret: str = ""  # whsec_… signing secret of Resend's webhook; empty: off
     namespace: str = "outbox"  # prefix of broker queues and keys
     max_in_flight: int = 2000  # rows queued or sending, per priority
     bulk_batch: int = 25  # rows per broker message for bulk mail

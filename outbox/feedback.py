@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from outbox import store
 from outbox.bounce_policy import Link, effects, soft_streak_reached
-from outbox.bounces import BounceResult, parse_bounce
+from outbox.bounces import BounceResult, parse_bounce, providers
 from outbox.config import Settings
 from outbox.redact import recipient_tag
 from outbox.verp import outbox_id_from_token, token_from_address
@@ -33,8 +33,13 @@ def process_bounce(conn: store.Conn, bounce_id: int, settings: Settings) -> Proc
     stored = store.load_bounce(conn, bounce_id)
     if stored is None or stored.processed_at is not None:
         return None
-    results = parse_bounce(stored.raw)
-    link = _link(conn, stored, results, settings)
+    if stored.source == "mail":
+        results = parse_bounce(stored.raw)
+        link = _link(conn, stored, results, settings)
+    else:
+        report = providers.parse(stored.source, stored.raw)
+        results = report.results
+        link = _provider_link(conn, report)
     suppressed: list[str] = []
     if link.forged:
         log.warning("bounce #%d carries a forged VERP token; stored, not acted on", bounce_id)
@@ -92,6 +97,14 @@ def process_pending(conn: store.Conn, settings: Settings) -> int:
             done += 1
         conn.commit()
     return done
+
+
+def _provider_link(conn: store.Conn, report: providers.ProviderReport) -> Link:
+    if report.provider_message_id:
+        found = store.find_row_by_provider_id(conn, report.provider_message_id)
+        if found:
+            return Link("provider_id", found[0], found[1])
+    return Link("none")
 
 
 def _link(

@@ -436,9 +436,24 @@ def list_suppressions(conn: Conn, limit: int = 1000) -> list[Suppression]:
 
 
 def store_bounce(conn: Conn, raw: bytes, envelope_to: str | None) -> int:
+    bounce_id = store_report(conn, raw, envelope_to=envelope_to)
+    assert bounce_id is not None  # only a provider's event id can repeat
+    return bounce_id
+
+
+def store_report(
+    conn: Conn,
+    raw: bytes,
+    *,
+    envelope_to: str | None = None,
+    source: str = "mail",
+    event_id: str | None = None,
+) -> int | None:
+    """Keep a bounce or a provider's report; ``None`` if that event was stored before."""
+    args = {"raw": raw, "envelope_to": envelope_to, "source": source, "event_id": event_id}
     with translate_errors():
-        row = conn.execute(queries["store_bounce"], {"raw": raw, "envelope_to": envelope_to})
-        return int(row.fetchone()[0])  # type: ignore[index]
+        row = conn.execute(queries["store_bounce"], args).fetchone()
+    return int(row[0]) if row else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -447,12 +462,13 @@ class StoredBounce:
     envelope_to: str | None
     raw: bytes
     processed_at: dt.datetime | None
+    source: str = "mail"  # or the provider whose webhook reported it
 
 
 def load_bounce(conn: Conn, bounce_id: int) -> StoredBounce | None:
     with translate_errors(), conn.cursor(row_factory=tuple_row) as cur:
         row = cur.execute(queries["load_bounce"], {"id": bounce_id}).fetchone()
-    return StoredBounce(row[0], row[1], bytes(row[2]), row[3]) if row else None
+    return StoredBounce(row[0], row[1], bytes(row[2]), row[3], row[4]) if row else None
 
 
 def unprocessed_bounces(conn: Conn, limit: int = 1000) -> list[int]:
@@ -488,6 +504,14 @@ def find_row_for_bounce(
     with translate_errors():
         row = conn.execute(
             queries["find_row_for_bounce"], {"id": outbox_id, "message_id": message_id}
+        ).fetchone()
+    return (int(row[0]), str(row[1])) if row else None
+
+
+def find_row_by_provider_id(conn: Conn, provider_message_id: str) -> tuple[int, str] | None:
+    with translate_errors():
+        row = conn.execute(
+            queries["find_row_by_provider_id"], {"provider_message_id": provider_message_id}
         ).fetchone()
     return (int(row[0]), str(row[1])) if row else None
 

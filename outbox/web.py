@@ -1,4 +1,5 @@
-"""The one-click unsubscribe endpoint (RFC 8058), a small threaded HTTP server.
+"""`outbox web`: the one-click unsubscribe endpoint (RFC 8058) and the providers'
+bounce webhooks (:mod:`outbox.webhooks`), a small threaded HTTP server.
 
 ``POST <link>`` with the body ``List-Unsubscribe=One-Click`` (what a mailbox
 provider sends, or the confirmation page's button) verifies the token, looks
@@ -14,6 +15,7 @@ from __future__ import annotations
 import html
 import logging
 import threading
+from collections.abc import Mapping
 from dataclasses import dataclass
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -23,13 +25,17 @@ import psycopg
 from psycopg_pool import ConnectionPool, PoolTimeout
 
 from outbox import store, unsubscribe
+from outbox.bounces.providers import PROVIDERS
 from outbox.config import Settings
 from outbox.errors import ConfigError, StoreError
 from outbox.sql import queries
+from outbox.webhooks import PREFIX as WEBHOOKS
+from outbox.webhooks import ProviderWebhooks
 
 log = logging.getLogger(__name__)
 
-MAX_BODY = 64 * 1024
+MAX_BODY = 256 * 1024  # a Postmark bounce event may quote the whole message
+_TEXT = "text/plain; charset=utf-8"
 _PAGE = """<!doctype html>
 <html lang="en"><head><meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
@@ -110,10 +116,39 @@ class Unsubscribes:
         return address
 
 
+class App:
+    """Routes a request to the webhooks or to the unsubscribe links."""
+
+    def __init__(self, settings: Settings, pool: ConnectionPool) -> None:
+        self.webhooks = ProviderWebhooks(settings, pool)
+        self.unsubscribes = Unsubscribes(settings, pool) if settings.secret else None
+        if self.unsubscribes is None and not any(map(self.webhooks.configured, PROVIDERS)):
+            raise ConfigError(
+                "outbox web needs OUTBOX_SECRET (unsubscribe links) or a provider webhook "
+                "(OUTBOX_POSTMARK_WEBHOOK_AUTH, OUTBOX_RESEND_WEBHOOK_SECRET)"
+            )
+
+    def handle(
+        self, method: str, target: str, body: bytes = b"", headers: Mapping[str, str] | None = None
+    ) -> Response:
+        path = urlsplit(target).path
+        if path == "/healthz":
+            return Response(HTTPStatus.OK, "ok\n", _TEXT)
+        if path.startswith(WEBHOOKS):
+            if method != "POST":
+                return Response(HTTPStatus.METHOD_NOT_ALLOWED, "POST only\n", _TEXT)
+            provider = path.removeprefix(WEBHOOKS).strip("/")
+            status, text = self.webhooks.handle(provider, headers or {}, body)
+            return Response(status, text, _TEXT)
+        if self.unsubscribes is None:
+            return Response(HTTPStatus.NOT_FOUND, "not found\n", _TEXT)
+        return self.unsubscribes.handle(method, target, body)
+
+
 def make_server(
     settings: Settings, pool: ConnectionPool, host: str, port: int
 ) -> ThreadingHTTPServer:
-    app = Unsubscribes(settings, pool)
+    app = App(settings, pool)
 
     class Handler(BaseHTTPRequestHandler):
         server_version = "outbox"
@@ -134,7 +169,8 @@ def make_server(
             if not 0 <= length <= MAX_BODY:
                 self._answer(Response(HTTPStatus.BAD_REQUEST, "bad or too large body\n"))
                 return
-            self._answer(app.handle("POST", self.path, self.rfile.read(length)))
+            body = self.rfile.read(length)
+            self._answer(app.handle("POST", self.path, body, dict(self.headers.items())))
 
         def _answer(self, response: Response, *, head: bool = False) -> None:
             data = response.body.encode("utf-8")
@@ -164,7 +200,7 @@ def serve(settings: Settings, host: str, port: int, stop: threading.Event) -> No
         server = make_server(settings, pool, host, port)
         thread = threading.Thread(target=server.serve_forever, name="outbox-web", daemon=True)
         thread.start()
-        log.info("unsubscribe endpoint listening on %s:%d", host, server.server_address[1])
+        log.info("outbox web listening on %s:%d", host, server.server_address[1])
         stop.wait()
         server.shutdown()
         server.server_close()

@@ -359,12 +359,16 @@ SELECT address, scope, reason, detail, source_bounce_id, created_at
 FROM email_suppression ORDER BY created_at DESC LIMIT %(limit)s;
 
 -- store_bounce --
--- Keep a received bounce before anything else happens to it.
-INSERT INTO email_bounce (envelope_to, raw) VALUES (%(envelope_to)s, %(raw)s) RETURNING id;
+-- Keep a received bounce before anything else happens to it; a provider's
+-- event seen before returns nothing.
+INSERT INTO email_bounce (envelope_to, raw, source, event_id)
+VALUES (%(envelope_to)s, %(raw)s, %(source)s, %(event_id)s)
+ON CONFLICT (source, event_id) WHERE event_id IS NOT NULL DO NOTHING
+RETURNING id;
 
 -- load_bounce --
 -- A stored bounce, locked so that two processors never handle it at once.
-SELECT id, envelope_to, raw, processed_at FROM email_bounce WHERE id = %(id)s FOR UPDATE;
+SELECT id, envelope_to, raw, processed_at, source FROM email_bounce WHERE id = %(id)s FOR UPDATE;
 
 -- unprocessed_bounces --
 -- Bounces stored but not yet processed (a crash between storing and processing).
@@ -376,6 +380,11 @@ UPDATE email_bounce
 SET processed_at = now(), outbox_id = %(outbox_id)s, link = %(link)s, forged = %(forged)s,
     results = %(results)s, error = %(error)s
 WHERE id = %(id)s;
+
+-- find_row_by_provider_id --
+-- The outbox row a provider's webhook is about, by the id the provider gave it.
+SELECT id, recipient FROM email_outbox WHERE provider_message_id = %(provider_message_id)s
+LIMIT 1;
 
 -- find_row_for_bounce --
 -- The outbox row a bounce is about: by id (VERP) or by its Message-ID.
