@@ -275,6 +275,9 @@ def cmd_bounces(settings: Settings, args: argparse.Namespace) -> int:
         from outbox.bounces.cli import classify_command  # noqa: PLC0415
 
         return classify_command(args.files or ["-"], sys.stdout)
+    from otel.tracing import setup_tracing  # noqa: PLC0415
+
+    setup_tracing("outbox-bounces")  # each bounce joins its email's trace
     if args.action == "serve":
         from outbox.bounce_server import serve  # noqa: PLC0415
 
@@ -348,8 +351,10 @@ def cmd_templates(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def cmd_web(settings: Settings, args: argparse.Namespace) -> int:
+    from otel.tracing import setup_tracing  # noqa: PLC0415
     from outbox.web import serve  # noqa: PLC0415
 
+    setup_tracing("outbox-web")
     serve(settings, args.host, args.port, _stop_on_signals())
     return 0
 

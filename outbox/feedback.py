@@ -8,13 +8,20 @@ and the bounce server's start-up pick up what was left).
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
+
+from opentelemetry.trace import Link as TraceLink
+from opentelemetry.trace import Span, SpanKind
 
 from outbox import store
 from outbox.bounce_policy import Link, effects, soft_streak_reached
 from outbox.bounces import BounceResult, parse_bounce, providers
 from outbox.config import Settings
+from outbox.models import Priority
 from outbox.redact import recipient_tag
+from outbox.tracing import context_from, email_attributes, span_context_from, tracer
 from outbox.verp import outbox_id_from_token, token_from_address
 
 log = logging.getLogger(__name__)
@@ -40,9 +47,31 @@ def process_bounce(conn: store.Conn, bounce_id: int, settings: Settings) -> Proc
         report = providers.parse(stored.source, stored.raw)
         results = report.results
         link = _provider_link(conn, report)
-    suppressed: list[str] = []
     if link.forged:
         log.warning("bounce #%d carries a forged VERP token; stored, not acted on", bounce_id)
+    with _bounce_span(conn, stored, link, results) as span:
+        suppressed = _apply(conn, bounce_id, link, results, settings)
+        span.set_attribute("outbox.bounce.suppressed", bool(suppressed))
+    store.finish_bounce(
+        conn,
+        bounce_id,
+        outbox_id=link.outbox_id,
+        link=link.via,
+        forged=link.forged,
+        results=[r.to_json() for r in results],
+    )
+    return Processed(bounce_id, link, results, suppressed)
+
+
+def _apply(
+    conn: store.Conn,
+    bounce_id: int,
+    link: Link,
+    results: list[BounceResult],
+    settings: Settings,
+) -> list[str]:
+    """Record the verdicts on the row and suppress; the addresses suppressed."""
+    suppressed: list[str] = []
     for effect in effects(link, results):
         assert link.outbox_id is not None
         store.mark_bounced(
@@ -66,15 +95,62 @@ def process_bounce(conn: store.Conn, bounce_id: int, settings: Settings) -> Proc
         ):
             suppressed.append(effect.address)
             log.info("suppressed %s: %s", recipient_tag(effect.address), detail)
-    store.finish_bounce(
-        conn,
-        bounce_id,
-        outbox_id=link.outbox_id,
-        link=link.via,
-        forged=link.forged,
-        results=[r.to_json() for r in results],
-    )
-    return Processed(bounce_id, link, results, suppressed)
+    return suppressed
+
+
+@contextmanager
+def _bounce_span(
+    conn: store.Conn, stored: store.StoredBounce, link: Link, results: list[BounceResult]
+) -> Iterator[Span]:
+    """The bounce in its email's trace: a child of the enqueue span for a login
+    code, as its attempts are, and linked to it for bulk mail."""
+    row = store.bounced_row_trace(conn, link.outbox_id) if link.outbox_id else None
+    parent = context_from(row.trace_context) if row else None
+    transactional = row is not None and row.priority == Priority.HIGH and parent is not None
+    linked = span_context_from(row.trace_context) if row and not transactional else None
+    with tracer.start_as_current_span(
+        "outbox bounce",
+        context=parent if transactional else None,
+        kind=SpanKind.CONSUMER,
+        links=[TraceLink(linked)] if linked is not None else [],
+    ) as span:
+        if span.is_recording():
+            span.set_attributes(_bounce_attributes(stored, link, results, row))
+        yield span
+
+
+def _bounce_attributes(
+    stored: store.StoredBounce,
+    link: Link,
+    results: list[BounceResult],
+    row: store.RowTrace | None,
+) -> dict[str, str | int | bool]:
+    attributes: dict[str, str | int | bool] = {
+        "outbox.bounce.id": stored.id,
+        "outbox.bounce.source": stored.source,
+        "outbox.bounce.link": link.via,
+        "outbox.bounce.forged": link.forged,
+    }
+    if row is not None and link.outbox_id is not None and link.recipient is not None:
+        attributes.update(
+            email_attributes(
+                outbox_id=link.outbox_id,
+                idempotency_key=row.idempotency_key,
+                message_id=row.message_id,
+                template=row.template,
+                priority=row.priority,
+                recipient=link.recipient,
+            )
+        )
+        if row.provider_message_id:
+            attributes["email.provider.message_id"] = row.provider_message_id
+    if results:
+        first = results[0]
+        attributes["outbox.bounce.class"] = first.klass
+        attributes["outbox.bounce.status"] = first.status or ""
+        attributes["outbox.bounce.reason"] = first.reason or ""
+        attributes["outbox.bounce.recipients"] = len(results)
+    return attributes
 
 
 def ingest(

@@ -508,6 +508,22 @@ def find_row_for_bounce(
     return (int(row[0]), str(row[1])) if row else None
 
 
+@dataclass(frozen=True, slots=True)
+class RowTrace:
+    idempotency_key: str
+    message_id: str
+    template: str
+    priority: str
+    provider_message_id: str | None
+    trace_context: str | None
+
+
+def bounced_row_trace(conn: Conn, outbox_id: int) -> RowTrace | None:
+    with translate_errors(), conn.cursor(row_factory=tuple_row) as cur:
+        row = cur.execute(queries["bounced_row_trace"], {"id": outbox_id}).fetchone()
+    return RowTrace(*row) if row else None
+
+
 def find_row_by_provider_id(conn: Conn, provider_message_id: str) -> tuple[int, str] | None:
     with translate_errors():
         row = conn.execute(

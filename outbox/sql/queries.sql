@@ -386,6 +386,11 @@ WHERE id = %(id)s;
 SELECT id, recipient FROM email_outbox WHERE provider_message_id = %(provider_message_id)s
 LIMIT 1;
 
+-- bounced_row_trace --
+-- What a bounce's span needs of its row: the business event's trace context.
+SELECT idempotency_key, message_id, template, priority, provider_message_id, trace_context
+FROM email_outbox WHERE id = %(id)s;
+
 -- find_row_for_bounce --
 -- The outbox row a bounce is about: by id (VERP) or by its Message-ID.
 SELECT id, recipient, status FROM email_outbox

@@ -16,6 +16,7 @@ from outbox.pipeline import Pipeline
 from outbox.sink import ACCEPT, Behaviour, SmtpSink
 from tests.integration.helpers import query, wait_until
 from tests.integration.otlp import Receiver, otlp_receiver
+from tests.integration.test_bounces import dsn
 
 RECIPIENT = "alice.private@example.com"
 APP = """
@@ -72,6 +73,15 @@ def test_one_trace_from_business_event_through_retry_to_send(
             wait_until(lambda: len(sink.messages) == 1, timeout=30)
             wait_until(lambda: len(receiver.named("outbox deliver")) == 2, timeout=15)
             wait_until(lambda: len(receiver.named("process email_high")) == 2, timeout=15)
+        # Days later the address bounces: the bounce joins the same trace.
+        subprocess.run(
+            [sys.executable, "-m", "outbox.cli", "bounces", "ingest", "-"],
+            input=dsn(RECIPIENT, event["message_id"]),
+            env=env,
+            capture_output=True,
+            check=True,
+        )
+        wait_until(lambda: len(receiver.named("outbox bounce")) == 1, timeout=15)
         spans = list(receiver.spans)
 
     trace_id = event["trace_id"]
@@ -121,6 +131,18 @@ def test_one_trace_from_business_event_through_retry_to_send(
         assert attributes["email.template"] == "login_code"
         assert attributes["outbox.priority"] == "high"
         assert attributes["email.recipient.domain"] == "example.com"
+
+    # The bounce, under the business event too, names the send it is about.
+    [bounce] = by_name["outbox bounce"]
+    assert bounce.parent_span_id == enqueued.span_id
+    assert bounce.kind == KIND_CONSUMER
+    assert bounce.service == "outbox-bounces"
+    assert bounce.attributes["outbox.bounce.class"] == "hard"
+    assert bounce.attributes["outbox.bounce.status"] == "5.1.1"
+    assert bounce.attributes["outbox.bounce.link"] == "message_id"
+    assert bounce.attributes["outbox.bounce.suppressed"] is True
+    assert bounce.attributes["email.provider.message_id"] == stored
+    assert bounce.attributes["email.message_id"] == event["message_id"]
 
     # The address itself appears nowhere, in any span of any process.
     dump = json.dumps([(s.name, s.attributes, s.events) for s in spans], default=str)

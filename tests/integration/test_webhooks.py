@@ -21,6 +21,7 @@ import pytest
 from outbox import enqueue, store
 from outbox.config import Settings
 from outbox.errors import ConfigError
+from outbox.feedback import process_pending
 from outbox.transports.select import build_transport
 from outbox.web import make_server
 from tests.integration.helpers import LOGIN, add_login, pool, query
@@ -245,3 +246,19 @@ def test_webhooks_without_credentials_are_not_served(settings: Settings) -> None
         finally:
             server.shutdown()
             server.server_close()
+
+
+def test_a_report_stored_before_a_crash_is_finished_by_reprocessing(web: Web) -> None:
+    with FakePostmark() as fake:
+        provider_id = send_one(web.settings, "postmark", fake, "login-pm-9", "late@example.org")
+    body = json.dumps(postmark_bounce(provider_id, "late@example.org")).encode()
+    with psycopg.connect(web.settings.database_url) as conn:
+        # What the endpoint commits before processing; the process died right after.
+        store.store_report(conn, body, source="postmark", event_id="Bounce:1")
+        conn.commit()
+        assert suppression(web.settings, "late@example.org") is None
+        assert process_pending(conn, web.settings) == 1
+    found = suppression(web.settings, "late@example.org")
+    assert found is not None
+    assert found.reason == "hard_bounce"
+    assert bounces(web.settings) == [("postmark", "Bounce:1", "provider_id", True, True)]
