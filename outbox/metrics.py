@@ -132,6 +132,8 @@ class Current:
     oldest_due: dict[str, float]  # priority -> seconds a due pending row has waited
     bounces_24h: dict[str, int]  # bounce class -> rows
     suppressed_addresses: int
+    # (source, outcome) -> bounce reports received; outcome: how it linked, forged, unprocessed
+    bounce_reports_24h: dict[tuple[str, str], int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -305,6 +307,14 @@ def _current_families(tally: Tally, current: Current) -> list[Metric]:
     )
     for klass in BOUNCE_CLASSES:
         bounces.add_metric([klass], current.bounces_24h.get(klass, 0))
+    reports = GaugeMetricFamily(
+        "outbox_bounce_reports_24h",
+        "Bounce and complaint reports received in the last 24 h, by source (mail, postmark, "
+        "resend) and outcome (verp, message_id, provider_id, none, forged, unprocessed).",
+        labels=["source", "outcome"],
+    )
+    for (source, outcome), n in sorted(current.bounce_reports_24h.items()):
+        reports.add_metric([source, outcome], n)
     bounced = current.bounces_24h.get("hard", 0) + current.bounces_24h.get("soft", 0)
     complained = current.bounces_24h.get("complaint", 0)
     return [
@@ -314,6 +324,7 @@ def _current_families(tally: Tally, current: Current) -> list[Metric]:
         publish,
         GaugeMetricFamily("outbox_sent_24h", "Rows sent in the last 24 h.", value=sent),
         bounces,
+        reports,
         GaugeMetricFamily(
             "outbox_bounce_rate_24h",
             "Hard and soft bounces over rows sent, last 24 h; 0 when nothing was sent.",

@@ -188,6 +188,7 @@ def _current(conn: Conn, now: float) -> Current:
     }
     heads = conn.execute(queries["metrics_heads"], {"priorities": list(PRIORITIES)}).fetchall()
     bounces = conn.execute(queries["metrics_bounces_24h"]).fetchall()
+    reports = conn.execute(queries["metrics_bounce_reports_24h"]).fetchall()
     suppressed = conn.execute(queries["metrics_suppressed"]).fetchone()
     return Current(
         now=now,
@@ -195,6 +196,7 @@ def _current(conn: Conn, now: float) -> Current:
         oldest_unsent={priority: float(age) for priority, age, _ in heads},
         oldest_due={priority: float(due) for priority, _, due in heads},
         bounces_24h={str(klass): int(n) for klass, n in bounces},
+        bounce_reports_24h={(str(src), str(outcome)): int(n) for src, outcome, n in reports},
         suppressed_addresses=int(suppressed[0]) if suppressed else 0,
     )
 

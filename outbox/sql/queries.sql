@@ -556,6 +556,18 @@ SELECT bounce_class, count(*) FROM email_outbox
 WHERE bounced_at > now() - interval '24 hours'
 GROUP BY 1;
 
+-- metrics_bounce_reports_24h --
+-- Bounce and complaint reports received in the last 24 hours, by where they
+-- came from and what became of them: linked (how), forged, or not processed.
+SELECT source,
+       CASE WHEN forged THEN 'forged'
+            WHEN processed_at IS NULL THEN 'unprocessed'
+            ELSE coalesce(link, 'none') END AS outcome,
+       count(*)
+FROM email_bounce
+WHERE received_at > now() - interval '24 hours'
+GROUP BY 1, 2;
+
 -- metrics_suppressed --
 -- Addresses on the suppression list.
 SELECT count(*) FROM email_suppression;

@@ -133,6 +133,12 @@ def test_gauges_match_the_database(run: Run) -> None:
         assert samples[("outbox_oldest_due_age_seconds", (("priority", priority),))] == 0
     assert samples[("outbox_relay_last_publish_age_seconds", ())] < 120
     assert samples[("outbox_exporter_up", ())] == 1
+    reports = {
+        dict(labels)["outcome"]: value
+        for (name, labels), value in samples.items()
+        if name == "outbox_bounce_reports_24h" and dict(labels)["source"] == "mail"
+    }
+    assert reports == {"message_id": 3}  # two DSNs and a complaint, linked by Message-ID
 
 
 def test_a_fresh_exporter_counts_the_same(run: Run, tmp_path: Path) -> None:

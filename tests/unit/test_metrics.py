@@ -165,6 +165,16 @@ def test_rates_over_the_last_day() -> None:
     assert t.sent_minutes == {}
 
 
+def test_bounce_reports_by_source_and_outcome() -> None:
+    reports = {("mail", "verp"): 40, ("mail", "forged"): 1, ("postmark", "provider_id"): 7}
+    got = samples(families(tally(), current(bounce_reports_24h=reports)))
+    name = "outbox_bounce_reports_24h"
+    assert got[(name, (("outcome", "verp"), ("source", "mail")))] == 40
+    assert got[(name, (("outcome", "forged"), ("source", "mail")))] == 1
+    assert got[(name, (("outcome", "provider_id"), ("source", "postmark")))] == 7
+    assert len([k for k in got if k[0] == name]) == 3
+
+
 def test_never_published_and_database_down() -> None:
     t = Tally(Cursor(0), Cursor(0), Cursor(0))
     got = samples(families(t, current()))
