@@ -4,6 +4,10 @@ A report is ``multipart/report; report-type=feedback-report`` with a
 ``message/feedback-report`` part (section 3: Feedback-Type, User-Agent, Version,
 Original-Mail-From, Original-Rcpt-To, Reporting-MTA, ...) and the complained-about
 message (or its headers) as the third part.  Every recipient named is a complaint.
+
+Microsoft's Junk Mail Reporting Program (Outlook.com, Hotmail) sends no ARF part:
+the complained-about message comes back as ``message/rfc822`` with the complaining
+mailbox in its ``X-HmXmrOriginalRecipient`` header.
 """
 
 from __future__ import annotations
@@ -25,10 +29,15 @@ class FeedbackReport:
     original_mail_from: str | None = None
 
 
-def is_feedback_report(msg: mime.Part) -> bool:
+JMRP_RECIPIENT = "X-HmXmrOriginalRecipient"
+
+
+def is_feedback_report(msg: mime.Part, returned: mime.Part | None = None) -> bool:
     if mime.content_type(msg) == "multipart/report" and "feedback-report" in mime.param(
         msg, "report-type"
     ):
+        return True
+    if returned is not None and mime.header(returned, JMRP_RECIPIENT):
         return True
     return any(mime.content_type(p) == "message/feedback-report" for p in mime.walk(msg))
 
@@ -58,6 +67,11 @@ def parse(msg: mime.Part, returned: mime.Part | None) -> FeedbackReport:
             report.reporting_mta = value.split(";", 1)[-1].strip() or None
         elif name == "original-mail-from" and report.original_mail_from is None:
             report.original_mail_from = clean_address(value)
+    if not report.recipients and returned is not None:
+        jmrp = clean_address(mime.header(returned, JMRP_RECIPIENT))
+        if jmrp and is_plausible(jmrp):
+            report.recipients.append(jmrp)
+            report.feedback_type = report.feedback_type or "abuse"
     if not report.recipients and returned is not None:
         found = [a for a in find_addresses(mime.header(returned, "To")) if is_plausible(a)]
         if len(found) == 1:

@@ -74,7 +74,7 @@ def _parse(raw: bytes) -> list[BounceResult]:
         verp_token=verp.token_of(msg, original),
     )
 
-    if arf.is_feedback_report(msg):
+    if arf.is_feedback_report(msg, original):
         return _complaints(ctx)
     for text in texts[:2]:
         notices = ses.parse(text)

@@ -98,7 +98,14 @@ NULL_MX = re.compile(r"null ?mx|does not accept (?:e-?)?mail|doesn'?t receive (?
 # (Microsoft: "550 5.4.1 Recipient address rejected: Access denied").  It must be
 # checked before the generic "access denied" block rule below.
 OVERRIDE_HARD: Table = (
-    ("user_unknown", _rx(r"recipient address rejected:\s*access denied\.?\s*as\(")),
+    (
+        "user_unknown",
+        _rx(
+            r"recipient address rejected:\s*access denied\.?\s*as\(",
+            # The same Exchange Online rejection before the AS( codes were added.
+            r"\b5\.4\.1 .{0,120}?recipient address rejected:\s*access denied",
+        ),
+    ),
 )
 
 SPECIFIC_SOFT: Table = (
@@ -359,6 +366,9 @@ HARD: Table = (
             r"couldn'?t find (?:a|any) (?:mail exchanger|host)",
             r"could not find (?:a|any) (?:mail exchanger|host)",
             r"mail domain mentioned in email address is unknown",
+            r"\binvalid (?:recipient )?domain\b",
+            # DragonFly Mail Agent: "DNS lookup failure: host example.org not found"
+            r"dns lookup failure: host [a-z0-9.-]+ not found",
         ),
     ),
     (

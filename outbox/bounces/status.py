@@ -155,6 +155,8 @@ _STAGES: tuple[tuple[str, tuple[Rule, ...]], ...] = (
             r"in reply to (?:the )?rcpt|after rcpt\b|did not like our rcpt|>>> rcpt to",
             r"\b5\.1\.1 <?[^\s<>]+@[^\s<>]+?>?\.\.\. user unknown",
             r"does not like recipient|smtp:rcpt|after rcpt command|\[rcpt_to\]",
+            # qmail-remote when every MX refused: "most progress was RCPT TO response"
+            r"most progress was rcpt to|said \d{3} for rcpt to response",
         ),
     ),
     (

@@ -45,6 +45,7 @@ _BY_STATUS: tuple[tuple[re.Pattern[str], str, bool], ...] = (
 # (the mailbox exists), X.3 the destination mail system, X.6 the message content.
 _NOT_THE_ADDRESS = re.compile(r"^\d\.[236]\.\d+$")
 _MAILBOX_STATE = frozenset({"mailbox_full", "suspended"})
+_GONE_FOR_GOOD = re.compile(r"^4\.1\.(?:1|2|10)$")
 _ADDRESSING = re.compile(r"^\d\.1\.\d+$")
 
 # RFC 5321 section 4.2.2 / RFC 7504 reply codes that name a reason on their own.
@@ -128,6 +129,13 @@ def _doubted_unknown_user(
     return None
 
 
+def _gave_up_on_address(action: str, code: str | None) -> bool:
+    """A final report ("Action: failed") whose code says the mailbox or domain does not
+    exist: the receiver asked for retries (4.1.1), and answered the same until the
+    sending MTA gave up, days later."""
+    return action == "failed" and bool(code and _GONE_FOR_GOOD.match(code))
+
+
 def _confirmed(code: str | None, stage: str | None, texts: list[str], hosts: list[str]) -> bool:
     """Is "no such user" backed by more than its words?
 
@@ -206,7 +214,7 @@ def judge(failure: Failure) -> Verdict | None:
         if contrary and contrary[0] in _MAILBOX_STATE:
             reason, hard = contrary[0], False
     null_mx = reason == "no_mail_host" and any(reasons.NULL_MX.search(t) for t in texts)
-    if temporary and not (null_mx and not delayed):
+    if temporary and not (null_mx and not delayed) and not _gave_up_on_address(action, code):
         hard = False
     if delayed:
         reason = "delayed"

@@ -200,6 +200,17 @@ def test_exim_header_address_list_error_is_not_a_bad_address() -> None:
 def test_office365_directory_edge_blocking_is_hard() -> None:
     text = "550 5.4.1 Recipient address rejected: Access denied. AS(201806281) [X.prod.example.com]"
     assert verdict(text) == ("hard", "user_unknown", "5.4.1")
+    # The same rejection before Exchange Online added the AS( codes.
+    older = (
+        "host example-org.mail.protection.outlook.com said: 550 5.4.1 [a@example.org]: "
+        "Recipient address rejected: Access denied [BL2.prod.outlook.com] "
+        "(in reply to RCPT TO command)"
+    )
+    assert verdict(older, status="5.4.1") == ("hard", "user_unknown", "5.4.1")
+    # A plain Postfix access-map REJECT is a policy, whatever it says.
+    assert verdict("554 5.7.1 <a@example.org>: Recipient address rejected: Access denied")[0] == (
+        "soft"
+    )
     assert verdict("550 5.7.1 <a@example.net>... Access denied")[0] == "soft"
 
 
@@ -308,3 +319,32 @@ def test_a_notice_that_contradicts_its_own_report_is_soft() -> None:
     # Policy words in a notice's boilerplate do not count against the report.
     boilerplate = "If the message was rejected as spam, contact your administrator."
     assert verdict(diagnostic, context=boilerplate, sole=True)[0] == "hard"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "550 5.4.4 Invalid domain",
+        "DNS lookup failure: host gone.example.net not found",
+    ],
+)
+def test_a_domain_that_does_not_exist_is_hard(text: str) -> None:
+    assert verdict(text)[:2] == ("hard", "host_unknown")
+
+
+def test_qmail_names_the_rcpt_stage_when_every_mx_refused() -> None:
+    text = (
+        "Sorry, no SMTP connection got far enough; most progress was RCPT TO response; "
+        "remote host 192.0.2.1 said: 550 Unknown user a@example.org . (#5.5.0)"
+    )
+    assert verdict(text)[:2] == ("hard", "user_unknown")
+
+
+def test_a_final_report_of_a_temporary_unknown_user_is_hard() -> None:
+    text = "450 4.1.1 <a@example.org>: Recipient address rejected: User unknown"
+    assert verdict(text, status="4.1.1", action="failed")[:2] == ("hard", "user_unknown")
+    # Still being retried: not a verdict on the address yet.
+    assert verdict(text, status="4.1.1", action="delayed")[:2] == ("soft", "delayed")
+    # Only codes that say the mailbox or domain does not exist.
+    full = "452 4.2.2 Mailbox full"
+    assert verdict(full, status="4.2.2", action="failed")[:2] == ("soft", "mailbox_full")
