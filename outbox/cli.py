@@ -194,12 +194,14 @@ def cmd_show(settings: Settings, args: argparse.Namespace) -> int:
             return 1
         attempts = store.list_attempts(conn, row["id"])
         events = store.list_events(conn, row["id"])
+        bounces = store.list_bounces(conn, row["id"])
     row["recipient"] = recipient_tag(row["recipient"])
     # Search Jaeger by this id, or by the tag email.message_id / outbox.idempotency_key.
     row["trace_id"] = trace_id_of(row.pop("trace_context", None))
     row.pop("params")  # may hold personal data; `outbox show` is for operators' logs too
     if args.json:
-        print(json.dumps({"email": row, "attempts": attempts, "events": events}, default=str))
+        shown = {"email": row, "attempts": attempts, "events": events, "bounces": bounces}
+        print(json.dumps(shown, default=str))
         return 0
     for name, value in row.items():
         print(f"{name:>20}: {value}")
@@ -215,6 +217,17 @@ def cmd_show(settings: Settings, args: argparse.Namespace) -> int:
     for e in events:
         print(
             f"  {e['at']:%Y-%m-%d %H:%M:%S} {e['from_status']} -> {e['to_status']} ({e['reason']})"
+        )
+    if bounces:
+        print("bounce reports:")
+    for b in bounces:
+        verdicts = ", ".join(
+            " ".join(filter(None, (r.get("class"), r.get("status"), r.get("reason"))))
+            for r in b["results"]
+        )
+        print(
+            f"  #{b['id']} {b['received_at']:%Y-%m-%d %H:%M:%S} {b['source']} "
+            f"linked by {b['link']}: {verdicts or 'no verdict'}"
         )
     return 0
 

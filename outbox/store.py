@@ -364,6 +364,18 @@ def list_events(conn: Conn, outbox_id: int) -> list[dict[str, Any]]:
         return cur.execute(queries["list_events"], {"id": outbox_id}).fetchall()
 
 
+def list_bounces(conn: Conn, outbox_id: int) -> list[dict[str, Any]]:
+    """Reports about one row; their results without the recipient (who is the row's)."""
+    with translate_errors(), conn.cursor(row_factory=dict_row) as cur:
+        rows = cur.execute(queries["list_bounces"], {"id": outbox_id}).fetchall()
+    for row in rows:
+        row["results"] = [
+            {k: v for k, v in result.items() if k in ("class", "status", "reason")}
+            for result in row["results"] or []
+        ]
+    return rows
+
+
 def requeue(conn: Conn, *, ref: str | None = None, status: str | None = None) -> list[str]:
     """Send parked rows again; returns the priorities woken, one per row."""
     with translate_errors():

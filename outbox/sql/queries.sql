@@ -304,6 +304,11 @@ FROM email_attempt WHERE outbox_id = %(id)s ORDER BY id;
 SELECT from_status, to_status, reason, actor, at
 FROM email_event WHERE outbox_id = %(id)s ORDER BY id;
 
+-- list_bounces --
+-- The bounce and complaint reports linked to one row, oldest first.
+SELECT id, received_at, source, link, results
+FROM email_bounce WHERE outbox_id = %(id)s ORDER BY id;
+
 -- requeue_key --
 -- An operator sends a parked row again with a fresh attempt budget.
 UPDATE email_outbox

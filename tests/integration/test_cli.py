@@ -10,7 +10,9 @@ import psycopg
 
 from outbox import enqueue
 from outbox.config import Settings
+from outbox.feedback import ingest
 from tests.integration.helpers import LOGIN, add_newsletter, query, statuses
+from tests.integration.test_bounces import dsn
 
 
 def outbox(
@@ -93,6 +95,29 @@ def test_show_hides_the_recipient(settings: Settings) -> None:
     missing = outbox(settings, "show", "nope")
     assert missing.returncode == 1
     assert "no email" in missing.stderr
+
+
+def test_show_lists_the_bounce_reports(settings: Settings) -> None:
+    with psycopg.connect(settings.database_url) as conn:
+        result = enqueue(
+            conn,
+            idempotency_key="order-77-confirmation",
+            to="gone@example.net",
+            template="login_code",
+            params=LOGIN,
+            settings=settings,
+        )
+        conn.execute("UPDATE email_outbox SET status = 'sent', sent_at = now()")
+        conn.commit()
+        ingest(conn, dsn("gone@example.net", result.message_id), settings)
+    shown = outbox(settings, "show", "order-77-confirmation")
+    assert shown.returncode == 0, shown.stderr
+    assert "bounce reports:" in shown.stdout
+    assert "mail linked by message_id: hard 5.1.1 user_unknown" in shown.stdout
+    assert "gone@" not in shown.stdout
+    as_json = json.loads(outbox(settings, "show", "order-77-confirmation", "--json").stdout)
+    (report,) = as_json["bounces"]
+    assert report["results"] == [{"class": "hard", "status": "5.1.1", "reason": "user_unknown"}]
 
 
 def test_requeue(settings: Settings) -> None:
