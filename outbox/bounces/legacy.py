@@ -64,11 +64,12 @@ _LEAD = re.compile(
     rf"^(?:[*•>-]+\s*)?[<\"]?({_A})[>\"]?(?:\s*\(expanded from [^)]*\))?"
     r"(?:\s*:|\.\.\.|\s+(?=\S))\s*(.*)$"
 )
+_COLON_LEAD = re.compile(rf"^(?:[*•>-]+\s*)?[<\"]?({_A})[>\"]?\s*:\s*(.*)$")
 _SMTP_LEAD = re.compile(rf"^\d{{3}}[ -](?:[245]\.\d\.\d+\s+)?<({_A})>\.\.\.\s*(.*)$")
 _PHRASE = re.compile(
     r"(?:recipient(?: address)?|addressed to|(?:could not be |was not |wasn't |been )?"
     r"delivered to|deliver(?:ing|ed)? (?:your |the )?(?:mail|message|e-?mail) to|"
-    r"delivery to|message to|undeliverable to|rcpt to|unknown user|"
+    r"delivery to|delivery failed|message to|undeliverable to|rcpt to|unknown user|"
     r"invalid final delivery userid|original address|permanent errors?|failed to)"
     rf"\s*[:\-]?\s*[<\"(]?({_A})[>\")]?(.*)$",
     re.I,
@@ -142,7 +143,9 @@ def _anchor_of(line: str, index: int) -> Anchor | None:
     match = _ALONE.match(stripped)
     if match:
         return Anchor(match.group(1), index, True, "")
-    match = _NAMED.match(stripped) or _SMTP_LEAD.match(stripped) or _LEAD.match(stripped)
+    # "address: reply" names the recipient even when the reply quotes it again.
+    match = _COLON_LEAD.match(stripped) or _NAMED.match(stripped)
+    match = match or _SMTP_LEAD.match(stripped) or _LEAD.match(stripped)
     if match:
         return Anchor(match.group(1), index, True, match.group(2))
     match = _PHRASE.search(stripped)

@@ -76,13 +76,19 @@ ADDRESS_VERDICT = re.compile(
 )
 
 # Providers whose own servers answer an unknown mailbox with words that elsewhere
-# may be policy: (reporting or remote host, reply wording).  Outlook.com's consumer
-# servers reply "550 Requested action not taken: mailbox unavailable" (RFC 5321's
-# generic text) for addresses that do not exist.
+# may be policy: (reporting host, remote host or recipient domain; reply wording).
+# Outlook.com's consumer servers reply "550 Requested action not taken: mailbox
+# unavailable" (RFC 5321's generic text) for addresses that do not exist; au (KDDI)
+# names the mailbox when it does not exist ("550 <a@ezweb.ne.jp>: User unknown")
+# and leaves it out when its filter refuses the sender (FILTER_UNKNOWN_USER).
 PROVIDER_ADDRESS_VERDICTS: tuple[tuple[re.Pattern[str], re.Pattern[str]], ...] = (
     (
         re.compile(r"(?:^|\.)(?:hotmail|outlook|live|msn)\.com\.?$", re.I),
         re.compile(r"requested action not taken: mailbox unavailable", re.I),
+    ),
+    (
+        re.compile(r"(?:^|\.)(?:ezweb\.ne\.jp|au\.com)\.?$", re.I),
+        re.compile(r"\b550:? <[^<>@\s]+@[^<>\s]+>: user unknown", re.I),
     ),
 )
 

@@ -146,8 +146,13 @@ def _confirmed(code: str | None, stage: str | None, texts: list[str], hosts: lis
     """
     if code and _ADDRESSING.match(code):
         return True
-    if stage == "rcpt":
-        return True
+    return stage == "rcpt" or _receiver_says_gone(texts, hosts)
+
+
+def _receiver_says_gone(texts: list[str], hosts: list[str]) -> bool:
+    """The receiving system's own verdict that the address does not exist (a local
+    delivery agent, a notice's headline, a provider's documented reply), whatever the
+    SMTP stage: stronger than any reading of stage or code."""
     if any(reasons.ADDRESS_VERDICT.search(t) for t in texts):
         return True
     return any(
@@ -166,22 +171,14 @@ def judge(failure: Failure) -> Verdict | None:
     diagnostic = failure.diagnostic or ""
     texts = [t for t in (diagnostic, failure.context) if t and t.strip()]
     code = status.choose(status.normalize(failure.status), diagnostic)
-    if code is None and not diagnostic.strip() and failure.context:
-        code = status.choose(None, failure.context)
+    if not diagnostic.strip() and failure.context and (code is None or status.is_unspecific(code)):
+        # No answer of the server's own: a specific code in the notice's text about
+        # this recipient beats a report's bare X.0.0.
+        code = status.choose(code, failure.context)
     if code is not None and code.startswith("2."):
         return None
-    reply = None
-    for text in texts:
-        reply = status.find_reply_code(text)
-        if reply is not None:
-            break
-    stage = failure.command
-    if stage is None:
-        for text in texts:
-            stage = status.smtp_stage(text)
-            if stage:
-                break
-
+    reply = next((r for r in map(status.find_reply_code, texts) if r is not None), None)
+    stage = failure.command or next((s for s in map(status.smtp_stage, texts) if s), None)
     delayed = action == "delayed"
     temporary = delayed or status.is_temporary(code)
     if code is None and reply is not None and reply // 100 == 4:
@@ -202,7 +199,8 @@ def judge(failure: Failure) -> Verdict | None:
     if hard and code and code.startswith("5.7.") and reason != "no_mail_host":
         reason, hard = "policy", False
     if hard and reason == "user_unknown":
-        hosts = [h for h in (failure.reporting_mta, failure.remote_mta) if h]
+        recipient_domain = (failure.recipient or "").rpartition("@")[2]
+        hosts = [h for h in (failure.reporting_mta, failure.remote_mta, recipient_domain) if h]
         doubted = _doubted_unknown_user(code, stage, texts, diagnostic, hosts)
         if doubted:
             reason, hard = doubted, False

@@ -9,7 +9,8 @@ from outbox.bounces.verdict import judge
 
 
 def verdict(diagnostic: str = "", **kwargs: str | bool | None) -> tuple[str, str, str]:
-    result = judge(Failure(recipient="a@example.net", diagnostic=diagnostic, **kwargs))  # type: ignore[arg-type]
+    kwargs.setdefault("recipient", "a@example.net")
+    result = judge(Failure(diagnostic=diagnostic, **kwargs))  # type: ignore[arg-type]
     assert result is not None
     return result.klass, result.reason, result.status
 
@@ -348,3 +349,25 @@ def test_a_final_report_of_a_temporary_unknown_user_is_hard() -> None:
     # Only codes that say the mailbox or domain does not exist.
     full = "452 4.2.2 Mailbox full"
     assert verdict(full, status="4.2.2", action="failed")[:2] == ("soft", "mailbox_full")
+
+
+def test_messaging_server_names_the_rcpt_stage() -> None:
+    context = "Reason: Remote SMTP server has rejected address"
+    assert verdict("550 <a@example.org>: User unknown", context=context)[:2] == (
+        "hard",
+        "user_unknown",
+    )
+
+
+def test_au_names_the_mailbox_only_when_it_does_not_exist() -> None:
+    named = "550 <a@ezweb.ne.jp>: User unknown"
+    assert verdict(named, recipient="a@ezweb.ne.jp")[:2] == ("hard", "user_unknown")
+    assert verdict("550 : User unknown", recipient="a@ezweb.ne.jp")[:2] == ("soft", "filtered")
+    # The same words about another provider's address confirm nothing.
+    other = "550 <a@example.org>: User unknown"
+    assert verdict(other, recipient="a@example.org")[:2] == ("soft", "unconfirmed_user")
+
+
+def test_a_bare_report_code_gives_way_to_the_notices_specific_one() -> None:
+    context = "550 5.1.1 <a@example.org>: Recipient address rejected: User unknown"
+    assert verdict("", status="5.0.0", context=context) == ("hard", "user_unknown", "5.1.1")
