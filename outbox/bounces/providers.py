@@ -125,8 +125,8 @@ def _resend(data: dict[str, Any], event_id: str | None) -> ProviderReport:
     recipients: list[str | None] = [a for a in addresses if a] or [None]
     results: list[BounceResult] = []
     if kind == "email.bounced":
-        bounce = body.get("bounce") if isinstance(body.get("bounce"), dict) else {}
-        assert isinstance(bounce, dict)
+        found = body.get("bounce")
+        bounce: dict[str, Any] = found if isinstance(found, dict) else {}
         permanent = _text(bounce, "type").lower() == "permanent"
         label = _text(bounce, "subType") or _text(bounce, "type") or "bounce"
         details = _text(bounce, "message")
