@@ -65,7 +65,6 @@ UNKNOWN_USER_WORDING = re.compile(
 ADDRESS_VERDICT = re.compile(
     r"\bmail\.local:\s*unknown user"
     r"|\baddress (?:not found|couldn'?t be found|could not be found)"
-    r"|\binvalid (?:user|recipient|e-?mail) address\b"
     r"|\brecipient name is not recognized"
     r"|\binvalid final delivery userid"
     r"|\bnot listed in (?:the )?(?:domino |public )?(?:address )?(?:directory|book)"

@@ -157,8 +157,6 @@ _STAGES: tuple[tuple[str, tuple[Rule, ...]], ...] = (
             r"does not like recipient|smtp:rcpt|after rcpt command|\[rcpt_to\]",
             # qmail-remote when every MX refused: "most progress was RCPT TO response"
             r"most progress was rcpt to|said \d{3} for rcpt to response",
-            # Oracle Communications Messaging Server's DSN text for a refused RCPT TO
-            r"remote smtp server has rejected address",
         ),
     ),
     (
