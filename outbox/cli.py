@@ -285,7 +285,7 @@ def cmd_suppress(settings: Settings, args: argparse.Namespace) -> int:
 
 def cmd_bounces(settings: Settings, args: argparse.Namespace) -> int:
     if args.action == "classify":
-        from outbox.bounces.cli import classify_command  # noqa: PLC0415
+        from outbox.bounces.command import classify_command  # noqa: PLC0415
 
         return classify_command(args.files or ["-"], sys.stdout)
     from otel.tracing import setup_tracing  # noqa: PLC0415

@@ -4,6 +4,6 @@ from __future__ import annotations
 
 import sys
 
-from outbox.bounces.cli import main
+from outbox.bounces.command import main
 
 sys.exit(main())

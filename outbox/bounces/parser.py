@@ -16,7 +16,7 @@ from outbox.bounces import (
     legacy,
     mime,
     returned,
-    ses,
+    ses_email,
     status,
     unsubscribe,
     verp,
@@ -77,7 +77,7 @@ def _parse(raw: bytes) -> list[BounceResult]:
     if arf.is_feedback_report(msg, original):
         return _complaints(ctx)
     for text in texts[:2]:
-        notices = ses.parse(text)
+        notices = ses_email.parse(text)
         if notices:
             return _from_ses(ctx, notices)
     requester = unsubscribe.requester(msg)
@@ -270,7 +270,7 @@ def _complaints(ctx: _Context) -> list[BounceResult]:
     ]
 
 
-def _from_ses(ctx: _Context, notices: list[ses.Notice]) -> list[BounceResult]:
+def _from_ses(ctx: _Context, notices: list[ses_email.Notice]) -> list[BounceResult]:
     results: list[BounceResult] = []
     for notice in notices:
         message_id = returned.normalize_message_id(notice.message_id) or ctx.original_id

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from outbox.bounces.cli import classify_command, main
+from outbox.bounces.command import classify_command, main
 
 from .conftest import FIXTURES
 
