@@ -2,7 +2,5 @@ FROM python:3.11-slim
 WORKDIR /app
 COPY pyproject.toml README.md ./
 COPY outbox outbox
-COPY jobs jobs
-COPY otel otel
 RUN pip install --no-cache-dir .
 CMD ["outbox", "relay"]

@@ -20,9 +20,10 @@ from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
 
-from outbox import enqueue_many, store
+from outbox import enqueue_many
 from outbox.config import Settings
-from outbox.metrics_server import OutboxCollector
+from outbox.db import store
+from outbox.telemetry.metrics_server import OutboxCollector
 
 ADMIN_URL = os.environ.get("DATABASE_URL") or "postgresql://postgres@127.0.0.1:5432/postgres"
 PARAMS = (

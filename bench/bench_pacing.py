@@ -36,9 +36,9 @@ from run import LOGIN, NEWS, database, machine, settings_for
 
 from outbox import enqueue, enqueue_many
 from outbox.config import Settings
-from outbox.pacing import Receivers
-from outbox.pipeline import Pipeline
-from outbox.sink import ACCEPT, Behaviour, SmtpSink
+from outbox.pacing.rules import Receivers
+from outbox.testing.pipeline import Pipeline
+from outbox.testing.sink import ACCEPT, Behaviour, SmtpSink
 
 LIMITS = "gmail.com=20/s, outlook.com=10/s, yahoo.com=5/s"
 MIX = {  # recipients per domain; gmail.com and googlemail.com are one receiver

@@ -22,7 +22,8 @@ from contextlib import contextmanager
 
 import psycopg
 
-from outbox import enqueue_many, store
+from outbox import enqueue_many
+from outbox.db import store
 
 ADMIN_URL = os.environ.get("DATABASE_URL") or "postgresql://postgres@127.0.0.1:5432/postgres"
 INDEX = "email_outbox_provider_message_id"

@@ -23,11 +23,11 @@ from collections.abc import Callable
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ed25519, rsa
 
-from outbox.compose import Composer
 from outbox.config import PACKAGE_TEMPLATES, Settings
-from outbox.mime import Envelope, build_message
-from outbox.render import TemplateSet
-from outbox.store import OutboxRow
+from outbox.db.store import OutboxRow
+from outbox.message.build import Envelope, build_message
+from outbox.message.compose import Composer
+from outbox.message.render import TemplateSet
 
 NOW = dt.datetime(2026, 11, 30, 12, 0, tzinfo=dt.UTC)
 

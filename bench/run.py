@@ -39,11 +39,12 @@ import psutil
 import psycopg
 from psycopg_pool import ConnectionPool
 
-from outbox import enqueue, enqueue_many, store
+from outbox import enqueue, enqueue_many
 from outbox.config import Settings
-from outbox.delivery import Delivery
-from outbox.pipeline import Pipeline
-from outbox.sink import SmtpSink
+from outbox.db import store
+from outbox.delivery.deliver import Delivery
+from outbox.testing.pipeline import Pipeline
+from outbox.testing.sink import SmtpSink
 from outbox.transports.smtp import SmtpConfig, SmtpTransport
 
 ADMIN_URL = os.environ.get("DATABASE_URL") or "postgresql://postgres@127.0.0.1:5432/postgres"
@@ -178,7 +179,7 @@ class CpuMeter:
             return "redis"
         if "smtp-sink" in command:
             return "sink"
-        if "dramatiq" in command and "jobs" in command:
+        if "dramatiq" in command and "outbox.worker" in command:
             return "worker"
         if "outbox.cli relay" in command:
             return "relay"

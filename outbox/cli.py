@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from outbox.config import Settings, default_settings
 from outbox.errors import OutboxError
 from outbox.redact import recipient_tag
-from outbox.tracing import trace_id_of
+from outbox.telemetry.tracing import trace_id_of
 
 if TYPE_CHECKING:
     import psycopg
@@ -114,7 +114,7 @@ def _connect(settings: Settings) -> psycopg.Connection[Any]:
 
 
 def cmd_migrate(settings: Settings, args: argparse.Namespace) -> int:
-    from outbox import store  # noqa: PLC0415
+    from outbox.db import store  # noqa: PLC0415
 
     with _connect(settings) as conn:
         applied = store.migrate(conn)
@@ -125,11 +125,11 @@ def cmd_migrate(settings: Settings, args: argparse.Namespace) -> int:
 def cmd_relay(settings: Settings, args: argparse.Namespace) -> int:
     from psycopg_pool import ConnectionPool  # noqa: PLC0415
 
-    from jobs.publish import Publisher  # noqa: PLC0415
-    from jobs.queues import make_broker  # noqa: PLC0415
-    from otel.tracing import setup_tracing  # noqa: PLC0415
     from outbox.models import Priority  # noqa: PLC0415
-    from outbox.relay import Relay  # noqa: PLC0415
+    from outbox.relay.loop import Relay  # noqa: PLC0415
+    from outbox.relay.publish import Publisher  # noqa: PLC0415
+    from outbox.telemetry.setup import setup_tracing  # noqa: PLC0415
+    from outbox.worker.broker import make_broker  # noqa: PLC0415
 
     setup_tracing("outbox-relay")
     stop = _stop_on_signals()
@@ -146,7 +146,7 @@ def cmd_relay(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def cmd_sweep(settings: Settings, args: argparse.Namespace) -> int:
-    from outbox import store  # noqa: PLC0415
+    from outbox.db import store  # noqa: PLC0415
 
     with _connect(settings) as conn:
         swept = store.sweep(
@@ -160,7 +160,7 @@ def cmd_sweep(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def cmd_status(settings: Settings, args: argparse.Namespace) -> int:
-    from outbox import store  # noqa: PLC0415
+    from outbox.db import store  # noqa: PLC0415
 
     with _connect(settings) as conn:
         counts = store.status_counts(conn)
@@ -185,7 +185,7 @@ def cmd_status(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def cmd_show(settings: Settings, args: argparse.Namespace) -> int:
-    from outbox import store  # noqa: PLC0415
+    from outbox.db import store  # noqa: PLC0415
 
     with _connect(settings) as conn:
         row = store.find_message(conn, args.ref)
@@ -233,7 +233,7 @@ def cmd_show(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def cmd_requeue(settings: Settings, args: argparse.Namespace) -> int:
-    from outbox import store  # noqa: PLC0415
+    from outbox.db import store  # noqa: PLC0415
 
     with _connect(settings) as conn:
         if args.ref:
@@ -249,7 +249,7 @@ def cmd_requeue(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def cmd_suppress(settings: Settings, args: argparse.Namespace) -> int:
-    from outbox import store  # noqa: PLC0415
+    from outbox.db import store  # noqa: PLC0415
 
     if args.action != "list" and not args.address:
         print(f"outbox suppress {args.action} needs an ADDRESS", file=sys.stderr)
@@ -288,15 +288,15 @@ def cmd_bounces(settings: Settings, args: argparse.Namespace) -> int:
         from outbox.bounces.command import classify_command  # noqa: PLC0415
 
         return classify_command(args.files or ["-"], sys.stdout)
-    from otel.tracing import setup_tracing  # noqa: PLC0415
+    from outbox.telemetry.setup import setup_tracing  # noqa: PLC0415
 
     setup_tracing("outbox-bounces")  # each bounce joins its email's trace
     if args.action == "serve":
-        from outbox.bounce_server import serve  # noqa: PLC0415
+        from outbox.feedback.smtp_server import serve  # noqa: PLC0415
 
         serve(settings, _stop_on_signals())
         return 0
-    from outbox import feedback  # noqa: PLC0415
+    from outbox.feedback import ingest as feedback  # noqa: PLC0415
 
     with _connect(settings) as conn:
         if args.action == "reprocess":
@@ -328,13 +328,13 @@ def _stop_on_signals() -> threading.Event:
 
 
 def cmd_demo(settings: Settings, args: argparse.Namespace) -> int:
-    from outbox.demo import run_demo  # noqa: PLC0415
+    from outbox.testing.demo import run_demo  # noqa: PLC0415
 
     return run_demo(settings, newsletter=args.newsletter, timeout=args.timeout)
 
 
 def cmd_templates(settings: Settings, args: argparse.Namespace) -> int:
-    from outbox import template_tools  # noqa: PLC0415
+    from outbox.message import preview as template_tools  # noqa: PLC0415
 
     if args.action == "check":
         failed = 0
@@ -364,8 +364,8 @@ def cmd_templates(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def cmd_web(settings: Settings, args: argparse.Namespace) -> int:
-    from otel.tracing import setup_tracing  # noqa: PLC0415
-    from outbox.web import serve  # noqa: PLC0415
+    from outbox.telemetry.setup import setup_tracing  # noqa: PLC0415
+    from outbox.web.server import serve  # noqa: PLC0415
 
     setup_tracing("outbox-web")
     serve(settings, args.host, args.port, _stop_on_signals())
@@ -373,9 +373,9 @@ def cmd_web(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def cmd_metrics(settings: Settings, args: argparse.Namespace) -> int:
-    from outbox.metrics_server import serve  # noqa: PLC0415
-    from outbox.pace_metrics import PaceCollector  # noqa: PLC0415
-    from outbox.pacer import pacer_for  # noqa: PLC0415
+    from outbox.pacing.gauges import PaceCollector  # noqa: PLC0415
+    from outbox.pacing.pacer import pacer_for  # noqa: PLC0415
+    from outbox.telemetry.metrics_server import serve  # noqa: PLC0415
 
     port = args.port or int(os.environ.get("PORT") or settings.metrics_port)
     pacer = pacer_for(settings)  # pace figures only where a rate is configured

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from outbox.errors import ConfigError
-from outbox.pacing import RateLimits
+from outbox.pacing.rules import RateLimits
 
 PACKAGE_TEMPLATES = Path(__file__).with_name("templates")
 

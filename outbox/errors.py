@@ -18,7 +18,7 @@
     └── TransportError           a transport is misconfigured (a refused send is a reply)
 
 An SMTP rejection is not an exception: the transport returns a reply and
-:func:`outbox.classify.classify` decides what it means.
+:func:`outbox.delivery.classify.classify` decides what it means.
 """
 
 from __future__ import annotations

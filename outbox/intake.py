@@ -10,12 +10,14 @@ from typing import Any
 
 import psycopg
 
-from outbox import attachments, store, template_versions
 from outbox.config import Settings, default_settings
+from outbox.db import store
 from outbox.errors import IdempotencyConflict, InvalidMessage
-from outbox.message_id import message_id as derive_message_id
-from outbox.render import Template, template_set
-from outbox.tracing import current_traceparent, email_attributes, tracer
+from outbox.message import attachments
+from outbox.message import versions as template_versions
+from outbox.message.message_id import message_id as derive_message_id
+from outbox.message.render import Template, template_set
+from outbox.telemetry.tracing import current_traceparent, email_attributes, tracer
 from outbox.validate import (
     check_key,
     check_params_for,
@@ -48,7 +50,7 @@ class _Row:
     content_hash: str
     message_id: str
     priority: str
-    template_version: str  # renders the same files on every attempt (outbox.template_versions)
+    template_version: str  # renders the same files on every attempt (outbox.message.versions)
     trace_context: str | None = None  # the enqueue span's traceparent: the send joins it
 
 

@@ -79,7 +79,7 @@ class HttpReply(Reply):
     """What an HTTP provider answered: ``code`` is the HTTP status.
 
     The provider-specific reading of the response body (its message id, its
-    error codes) is done by the transport; :func:`outbox.classify.classify_http`
+    error codes) is done by the transport; :func:`outbox.delivery.classify.classify_http`
     applies the rules every provider shares.
     """
 

@@ -22,8 +22,8 @@ from outbox.errors import (
     InvalidParams,
     MissingParams,
 )
+from outbox.message.render import Template
 from outbox.models import Priority
-from outbox.render import Template
 
 MAX_KEY_LENGTH = 255
 _PRIORITIES = frozenset(p.value for p in Priority)

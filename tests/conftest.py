@@ -14,8 +14,8 @@ import psycopg
 import pytest
 import redis
 
-from outbox import store
 from outbox.config import Settings
+from outbox.db import store
 
 # The developer's own OUTBOX_* settings must not leak into the tests.
 for _name in [n for n in os.environ if n.startswith("OUTBOX_")]:

@@ -4,7 +4,7 @@ Where an exchange broke off decides what it means, as with SMTP: a request
 that never connected, or was cut off while being written, cannot have been
 accepted (retry); once the whole request left, the provider may have
 accepted it, so a lost response is uncertain unless the provider
-de-duplicates on an idempotency key (:func:`outbox.classify.classify_http`).
+de-duplicates on an idempotency key (:func:`outbox.delivery.classify.classify_http`).
 """
 
 from __future__ import annotations

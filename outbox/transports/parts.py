@@ -2,7 +2,7 @@
 
 Postmark's and Resend's send endpoints take From, Subject, the bodies,
 attachments and "other headers" as separate fields and assemble the MIME
-themselves, so the message that :mod:`outbox.mime` built is read back here.
+themselves, so the message that :mod:`outbox.message.build` built is read back here.
 """
 
 from __future__ import annotations

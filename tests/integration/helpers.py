@@ -12,11 +12,11 @@ from psycopg_pool import ConnectionPool
 
 from outbox import enqueue, enqueue_many
 from outbox.config import Settings
-from outbox.delivery import Delivery
+from outbox.delivery.deliver import Delivery
 from outbox.models import Priority
-from outbox.pacer import pacer_for
-from outbox.relay import Relay
-from outbox.sink import Behaviour, SmtpSink
+from outbox.pacing.pacer import pacer_for
+from outbox.relay.loop import Relay
+from outbox.testing.sink import Behaviour, SmtpSink
 from outbox.transports.smtp import SmtpConfig, SmtpTransport
 
 NEWS = {"name": "R", "title": "News", "intro": "Hi", "url": "https://x.example"}

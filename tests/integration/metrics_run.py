@@ -28,9 +28,9 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from outbox import enqueue, enqueue_many
 from outbox.config import Settings
-from outbox.feedback import ingest
-from outbox.pipeline import WORKER_ENV, Pipeline, worker_command
-from outbox.sink import ACCEPT, Behaviour, SmtpSink
+from outbox.feedback.ingest import ingest
+from outbox.testing.pipeline import WORKER_ENV, Pipeline, worker_command
+from outbox.testing.sink import ACCEPT, Behaviour, SmtpSink
 from tests.integration.helpers import LOGIN, NEWS, query, statuses, wait_until
 from tests.integration.prometheus import free_port
 from tests.integration.test_bounces import arf, dsn

@@ -11,12 +11,13 @@ import psycopg
 import pytest
 from psycopg_pool import ConnectionPool
 
-from outbox import enqueue, store
-from outbox.bounce_server import BounceServer
+from outbox import enqueue
 from outbox.config import Settings
-from outbox.feedback import ingest, process_pending
-from outbox.sink import SmtpSink
-from outbox.verp import return_path
+from outbox.db import store
+from outbox.feedback.ingest import ingest, process_pending
+from outbox.feedback.smtp_server import BounceServer
+from outbox.message.return_path import return_path
+from outbox.testing.sink import SmtpSink
 from tests.integration.helpers import LOGIN, NEWS, query, wait_until
 
 BOUNCE_DOMAIN = "bounces.shop.example"

@@ -10,7 +10,7 @@ import psycopg
 
 from outbox import enqueue
 from outbox.config import Settings
-from outbox.feedback import ingest
+from outbox.feedback.ingest import ingest
 from tests.integration.helpers import LOGIN, add_newsletter, query, statuses
 from tests.integration.test_bounces import dsn
 

@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 
 from outbox.config import Settings
+from outbox.message.return_path import outbox_id_from_token, token_from_address
 from outbox.models import Priority
-from outbox.sink import ACCEPT, Behaviour
-from outbox.verp import outbox_id_from_token, token_from_address
+from outbox.testing.sink import ACCEPT, Behaviour
 from tests.integration.helpers import add_login, add_newsletter, harness, query, statuses
 
 

@@ -9,7 +9,7 @@ import pytest
 from outbox import enqueue, enqueue_many
 from outbox.config import Settings
 from outbox.errors import IdempotencyConflict, InvalidAddress, MissingParams, UnknownTemplate
-from outbox.message_id import message_id
+from outbox.message.message_id import message_id
 from tests.integration.helpers import query
 
 LOGIN = {"name": "Alice", "code": "123456", "product": "Shop", "minutes": 10}

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import redis
 
-from outbox.metrics import PRIORITIES, REPLY_CLASSES, STATUSES
+from outbox.telemetry.metrics import PRIORITIES, REPLY_CLASSES, STATUSES
 from tests.conftest import REDIS_URL
 from tests.integration.helpers import query, wait_until
 from tests.integration.metrics_run import Run, fresh_settings, scrape, scripted_run

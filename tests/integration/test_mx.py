@@ -10,8 +10,8 @@ import pytest
 from outbox.config import Settings
 from outbox.errors import ConfigError
 from outbox.models import Priority
-from outbox.mx import MxReceivers, resolver_for
-from outbox.pacer import pacer_for
+from outbox.pacing.mx import MxReceivers, resolver_for
+from outbox.pacing.pacer import pacer_for
 from tests.integration.dns_server import DnsServer
 
 RECORDS = {

@@ -7,8 +7,8 @@ import threading
 import time
 
 from outbox.config import Settings
-from outbox.pacer import pacer_for
-from outbox.sink import ACCEPT, Behaviour
+from outbox.pacing.pacer import pacer_for
+from outbox.testing.sink import ACCEPT, Behaviour
 from tests.integration.helpers import (
     add_login,
     add_newsletter,

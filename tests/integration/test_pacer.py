@@ -13,9 +13,9 @@ from prometheus_client import CollectorRegistry, generate_latest
 
 from outbox.config import Settings
 from outbox.models import Priority
-from outbox.pace_metrics import PaceCollector
-from outbox.pacer import Pacer, PaceSettings, pacer_for
-from outbox.pacing import GLOBAL, RateLimits
+from outbox.pacing.gauges import PaceCollector
+from outbox.pacing.pacer import Pacer, PaceSettings, pacer_for
+from outbox.pacing.rules import GLOBAL, RateLimits
 
 T0 = 1_000_000.0
 

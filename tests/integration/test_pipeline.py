@@ -10,8 +10,8 @@ import psycopg
 
 from outbox import enqueue
 from outbox.config import Settings
-from outbox.pipeline import Pipeline
-from outbox.sink import SmtpSink
+from outbox.testing.pipeline import Pipeline
+from outbox.testing.sink import SmtpSink
 from tests.integration.helpers import (
     LOGIN,
     add_newsletter,

@@ -14,10 +14,11 @@ import psycopg
 import pytest
 from psycopg_pool import ConnectionPool
 
-from outbox import enqueue, store
-from outbox.bounce_server import BounceServer
+from outbox import enqueue
 from outbox.config import Settings
-from outbox.sink import SmtpSink
+from outbox.db import store
+from outbox.feedback.smtp_server import BounceServer
+from outbox.testing.sink import SmtpSink
 from tests.integration.helpers import LOGIN, harness, query, wait_until
 
 BOUNCE_DOMAIN = "bounces.outbox-test.example"

@@ -16,11 +16,11 @@ from typing import Any
 
 import pytest
 
-from outbox.classify import classify_reply
 from outbox.config import Settings
+from outbox.delivery.classify import classify_reply
 from outbox.errors import ConfigError
 from outbox.models import Stage, Verdict
-from outbox.sink import SmtpSink
+from outbox.testing.sink import SmtpSink
 from outbox.transports.base import OutgoingMessage, Transport
 from outbox.transports.failover import Failover
 from outbox.transports.http import HttpConfig

@@ -12,7 +12,7 @@ import trustme
 from aiosmtpd.smtp import AuthResult, LoginPassword
 
 from outbox.models import Stage
-from outbox.sink import SmtpSink
+from outbox.testing.sink import SmtpSink
 from outbox.transports.base import OutgoingMessage
 from outbox.transports.smtp import SmtpConfig, SmtpTransport
 

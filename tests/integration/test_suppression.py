@@ -7,8 +7,9 @@ from typing import Any
 import psycopg
 import pytest
 
-from outbox import enqueue, enqueue_many, store
+from outbox import enqueue, enqueue_many
 from outbox.config import Settings
+from outbox.db import store
 from tests.integration.helpers import LOGIN, NEWS, query, statuses
 
 

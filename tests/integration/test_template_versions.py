@@ -13,9 +13,9 @@ import psycopg
 import pytest
 
 from outbox import enqueue
-from outbox.compose import composer
 from outbox.config import PACKAGE_TEMPLATES, Settings
-from outbox.render import template_set
+from outbox.message.compose import composer
+from outbox.message.render import template_set
 from tests.integration.helpers import LOGIN, query, statuses
 from tests.integration.test_delivery import harness
 

@@ -18,7 +18,7 @@ import pytest
 from PIL import Image
 
 from outbox.config import PACKAGE_TEMPLATES, Settings
-from outbox.render import TemplateSet
+from outbox.message.render import TemplateSet
 
 SHIPPED = TemplateSet(PACKAGE_TEMPLATES).names()
 

@@ -10,10 +10,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-from otel.tracing import is_enabled
 from outbox.config import Settings
-from outbox.pipeline import Pipeline
-from outbox.sink import ACCEPT, Behaviour, SmtpSink
+from outbox.telemetry.setup import is_enabled
+from outbox.testing.pipeline import Pipeline
+from outbox.testing.sink import ACCEPT, Behaviour, SmtpSink
 from tests.integration.helpers import query, wait_until
 from tests.integration.otlp import Receiver, otlp_receiver
 from tests.integration.test_bounces import dsn
@@ -22,7 +22,7 @@ RECIPIENT = "alice.private@example.com"
 APP = """
 import json, sys, psycopg
 from opentelemetry import trace
-from otel.tracing import setup_tracing
+from outbox.telemetry.setup import setup_tracing
 from outbox import enqueue
 from outbox.config import default_settings
 

@@ -23,11 +23,12 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
-from outbox import enqueue, store
+from outbox import enqueue
 from outbox.config import Settings
-from outbox.dkim import Signer, public_record
-from outbox.unsubscribe import token as make_token
-from outbox.web import make_server
+from outbox.db import store
+from outbox.message.list_unsubscribe import token as make_token
+from outbox.message.sign import Signer, public_record
+from outbox.web.server import make_server
 from tests.integration.helpers import LOGIN, NEWS, add_newsletter, pool
 from tests.integration.test_delivery import harness
 

@@ -18,12 +18,13 @@ from typing import Any
 import psycopg
 import pytest
 
-from outbox import enqueue, store
+from outbox import enqueue
 from outbox.config import Settings
+from outbox.db import store
 from outbox.errors import ConfigError
-from outbox.feedback import process_pending
+from outbox.feedback.ingest import process_pending
 from outbox.transports.select import build_transport
-from outbox.web import make_server
+from outbox.web.server import make_server
 from tests.integration.helpers import LOGIN, add_login, pool, query
 from tests.integration.providers.postmark import FakePostmark
 from tests.integration.providers.resend import FakeResend

@@ -5,8 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from outbox.attachments import load, references
 from outbox.errors import InvalidParams
+from outbox.message.attachments import load, references
 
 
 @pytest.fixture

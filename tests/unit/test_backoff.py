@@ -4,7 +4,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from outbox.backoff import next_attempt_delay
+from outbox.delivery.backoff import next_attempt_delay
 
 
 @pytest.mark.parametrize(

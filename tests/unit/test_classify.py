@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from outbox.classify import classify, enhanced_status, is_greylisting, queue_id
+from outbox.delivery.classify import classify, enhanced_status, is_greylisting, queue_id
 from outbox.models import Reply, Stage, Verdict
 
 SENT_REPLIES = [

@@ -5,9 +5,9 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from outbox.compiler import compile_mjml
-from outbox.placeholders import protect
-from outbox.plaintext import html_to_text
+from outbox.message.compile import compile_mjml
+from outbox.message.placeholders import protect
+from outbox.message.plaintext import html_to_text
 
 
 def test_every_construct_becomes_a_word_and_comes_back() -> None:

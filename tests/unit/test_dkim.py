@@ -17,11 +17,11 @@ from dkim.canonicalization import CanonicalizationPolicy
 from hypothesis import given
 from hypothesis import strategies as st
 
-from outbox import unsubscribe
 from outbox.config import Settings
-from outbox.dkim import Signer, public_record, relaxed_body
 from outbox.errors import ConfigError
-from outbox.mime import Attachment, Envelope, build_message
+from outbox.message import list_unsubscribe as unsubscribe
+from outbox.message.build import Attachment, Envelope, build_message
+from outbox.message.sign import Signer, public_record, relaxed_body
 
 DATE = dt.datetime(2026, 11, 30, 12, 0, tzinfo=dt.UTC)
 

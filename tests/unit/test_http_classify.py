@@ -8,12 +8,12 @@ from typing import Any
 
 import pytest
 
-from outbox.classify import classify_http, classify_reply
 from outbox.config import Settings
+from outbox.delivery.classify import classify_http, classify_reply
+from outbox.delivery.retry import RetryPolicy, decide
 from outbox.errors import ConfigError
-from outbox.mime import Attachment, Envelope, build_message
+from outbox.message.build import Attachment, Envelope, build_message
 from outbox.models import HttpReply, Outcome, Reply, Stage, Status, Verdict
-from outbox.retry import RetryPolicy, decide
 from outbox.transports import postmark, resend, ses
 from outbox.transports.base import OutgoingMessage
 from outbox.transports.http import retry_after

@@ -2,8 +2,8 @@ from __future__ import annotations
 
 from dramatiq.middleware import AgeLimit, Retries
 
-import jobs
-from jobs.middleware import ShutdownSignal, Tracing, Warmup
+import outbox.worker as jobs
+from outbox.worker.middleware import ShutdownSignal, Tracing, Warmup
 
 
 def test_the_row_owns_retries_not_dramatiq() -> None:

@@ -5,7 +5,7 @@ import re
 from hypothesis import given
 from hypothesis import strategies as st
 
-from outbox.message_id import message_id
+from outbox.message.message_id import message_id
 
 # RFC 5322 section 3.6.4 msg-id with a dot-atom-text left side.
 MSG_ID = re.compile(r"<[A-Za-z0-9!#$%&'*+/=?^_`{|}~.-]+@[A-Za-z0-9.-]+>")

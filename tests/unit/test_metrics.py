@@ -1,4 +1,4 @@
-"""Query results to metric families (outbox.metrics, pure)."""
+"""Query results to metric families (outbox.telemetry.metrics, pure)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from prometheus_client.core import Metric
 
-from outbox.metrics import (
+from outbox.telemetry.metrics import (
     GAP_TTL,
     LATENCY_BUCKETS,
     SEND_BUCKETS,

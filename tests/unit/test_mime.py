@@ -11,8 +11,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from outbox import unsubscribe
-from outbox.mime import Attachment, Envelope, build_message, encode_header_value
+from outbox.message import list_unsubscribe as unsubscribe
+from outbox.message.build import Attachment, Envelope, build_message, encode_header_value
 
 DATE = dt.datetime(2026, 11, 30, 12, 0, tzinfo=dt.UTC)
 

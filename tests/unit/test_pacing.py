@@ -7,7 +7,7 @@ import pytest
 from outbox.config import Settings
 from outbox.errors import ConfigError
 from outbox.models import HttpReply, Reply, Stage
-from outbox.pacing import (
+from outbox.pacing.rules import (
     GLOBAL,
     Rate,
     RateLimits,

@@ -7,7 +7,7 @@ import pytest
 
 from outbox.config import PACKAGE_TEMPLATES
 from outbox.errors import TemplateError, UnknownTemplate
-from outbox.render import TemplateSet
+from outbox.message.render import TemplateSet
 
 SHIPPED = ["invoice", "login_code", "newsletter", "order_confirmation", "password_reset"]
 PARAMS = {

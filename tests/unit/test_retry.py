@@ -2,8 +2,8 @@ from __future__ import annotations
 
 import pytest
 
+from outbox.delivery.retry import RetryPolicy, decide
 from outbox.models import Outcome, Status, Verdict
-from outbox.retry import RetryPolicy, decide
 
 POLICY = RetryPolicy(
     base_seconds=30,

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from outbox.sql import migrations, parse_queries, queries
+from outbox.db.sql import migrations, parse_queries, queries
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -22,14 +22,14 @@ def test_duplicate_names_are_refused() -> None:
 
 def test_every_query_used_in_code_exists_and_every_query_is_used() -> None:
     used = set()
-    for path in [*ROOT.joinpath("outbox").rglob("*.py"), *ROOT.joinpath("jobs").rglob("*.py")]:
+    for path in [*ROOT.joinpath("outbox").rglob("*.py")]:
         used |= set(re.findall(r'queries\["([a-z0-9_]+)"\]', path.read_text()))
     assert used - set(queries) == set()
     assert set(queries) - used == set()
 
 
 def test_every_query_is_described() -> None:
-    text = ROOT.joinpath("outbox/sql/queries.sql").read_text()
+    text = ROOT.joinpath("outbox/db/sql/queries.sql").read_text()
     for name in queries:
         assert re.search(rf"-- {name} --\n-- \S", text), name
 

@@ -2,8 +2,8 @@ from __future__ import annotations
 
 import pytest
 
-from outbox import unsubscribe
 from outbox.errors import ConfigError
+from outbox.message import list_unsubscribe as unsubscribe
 from outbox.signing import sign
 
 SECRET = "s3cret"

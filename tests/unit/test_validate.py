@@ -18,7 +18,7 @@ from outbox.errors import (
     MissingParams,
     UnknownTemplate,
 )
-from outbox.render import TemplateSet
+from outbox.message.render import TemplateSet
 from outbox.validate import (
     ascii_address,
     check_key,

@@ -4,8 +4,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from outbox.message.return_path import outbox_id_from_token, return_path, token, token_from_address
 from outbox.signing import sign, verify
-from outbox.verp import outbox_id_from_token, return_path, token, token_from_address
 
 SECRET = "s3cret"
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import base64
 
-from outbox.webhook_auth import basic_auth_matches, svix_signature_valid
+from outbox.feedback.webhook_auth import basic_auth_matches, svix_signature_valid
 
 # The worked example of Svix's "Verifying webhooks manually" documentation.
 SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"

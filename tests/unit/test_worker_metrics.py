@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from dramatiq.brokers.stub import StubBroker
 
-from jobs.worker_metrics import FreshDirectory, add_worker_metrics, reset_once
+from outbox.telemetry.worker_metrics import FreshDirectory, add_worker_metrics, reset_once
 
 
 def test_off_unless_the_pool_names_a_directory(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -1,0 +1,557 @@
+"""One function per named query; psycopg errors become StoreError here only.
+
+Functions take a connection and never commit, except :func:`migrate`; the
+caller owns the transaction.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+import psycopg
+from psycopg.rows import dict_row, tuple_row
+
+from outbox.db.sql import migrations, queries
+from outbox.errors import StoreError
+
+Conn = psycopg.Connection[Any]
+
+# Serialises concurrent `outbox migrate` runs; any constant works.
+_MIGRATION_LOCK = 0x0B0C5
+
+
+@contextlib.contextmanager
+def translate_errors() -> Iterator[None]:
+    try:
+        yield
+    except psycopg.Error as exc:
+        raise StoreError(f"database error: {exc}") from exc
+
+
+@dataclass(frozen=True, slots=True)
+class Inserted:
+    id: int
+    message_id: str
+    content_hash: str
+    created: bool
+    status: str
+
+
+@dataclass(frozen=True, slots=True)
+class InsertedMany:
+    rows: list[tuple[str, int, str, bool, str]]  # key, id, message_id, created, status
+    conflicts: list[str]
+
+
+@dataclass(frozen=True, slots=True)
+class OutboxRow:
+    id: int
+    idempotency_key: str
+    recipient: str
+    template: str
+    params: dict[str, Any]
+    message_id: str
+    priority: str
+    attempts: int
+    created_at: dt.datetime
+    age_from: dt.datetime
+    template_version: str | None = None  # None: enqueued before versions were recorded
+    trace_context: str | None = None  # the business event's traceparent
+
+
+@dataclass(frozen=True, slots=True)
+class AttemptRecord:
+    """One attempt and the row state it leads to (a row of record_results)."""
+
+    id: int
+    attempt: int
+    status: str
+    reason: str
+    delay_seconds: float
+    provider_message_id: str | None
+    verdict: str
+    stage: str | None
+    reply_code: int | None
+    enhanced_status: str | None
+    reply_text: str | None
+    duration_ms: float
+    transport: str | None = None  # the transport that carried it (smtp, postmark...)
+
+
+def migrate(conn: Conn) -> list[str]:
+    """Apply the migrations not yet applied, each in its own transaction."""
+    applied: list[str] = []
+    with translate_errors():
+        conn.execute(
+            "CREATE TABLE IF NOT EXISTS outbox_schema_migration ("
+            " version integer PRIMARY KEY, name text NOT NULL,"
+            " applied_at timestamptz NOT NULL DEFAULT now())"
+        )
+        conn.commit()
+        for version, name, sql in migrations():
+            with conn.transaction():
+                conn.execute("SELECT pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK,))
+                done = conn.execute(
+                    "SELECT 1 FROM outbox_schema_migration WHERE version = %s", (version,)
+                ).fetchone()
+                if done:
+                    continue
+                conn.execute(sql.encode("utf-8"))
+                conn.execute(
+                    "INSERT INTO outbox_schema_migration (version, name) VALUES (%s, %s)",
+                    (version, name),
+                )
+                applied.append(f"{version:04d}_{name}")
+        conn.commit()
+    return applied
+
+
+def insert_message(
+    conn: Conn,
+    *,
+    key: str,
+    recipient: str,
+    template: str,
+    params: str,
+    content_hash: str,
+    message_id: str,
+    priority: str,
+    template_version: str | None = None,
+    trace_context: str | None = None,
+) -> Inserted:
+    args = {
+        "key": key,
+        "recipient": recipient,
+        "template": template,
+        "params": params,
+        "content_hash": content_hash,
+        "message_id": message_id,
+        "priority": priority,
+        "template_version": template_version,
+        "trace_context": trace_context,
+    }
+    with translate_errors(), conn.cursor(row_factory=tuple_row) as cur:
+        row = cur.execute(queries["insert_message"], args).fetchone()
+        if row is None:
+            # Another transaction inserted the key after our statement's
+            # snapshot; ON CONFLICT waited for it, so it is visible now.
+            row = cur.execute(queries["find_by_key"], args).fetchone()
+        if row is None:
+            raise StoreError(f"idempotency key {key!r} neither inserted nor found")
+    return Inserted(row[0], row[1], row[2], row[3], row[4])
+
+
+# key, recipient, template, params, content_hash, message_id, priority,
+# template_version, trace_context: the columns enqueue_many writes
+NewRow = tuple[str, str, str, str, str, str, str, str | None, str | None]
+
+
+def insert_many(conn: Conn, rows: Iterable[NewRow]) -> InsertedMany:
+    """Insert ``rows`` (consumed once), all or none.
+
+    The common case, keys never seen before, is one COPY straight into the
+    outbox, inside a savepoint. If a key exists, the COPY fails on the unique
+    index, the savepoint is rolled back, and the rows go the careful way:
+    a scratch table, then INSERT ... ON CONFLICT DO NOTHING.
+    """
+    written: list[NewRow] = []
+
+    def tracked() -> Iterator[NewRow]:
+        for row in rows:
+            written.append(row)
+            yield row
+
+    stream = tracked()
+    try:
+        # Read outside the savepoint, this also opens the caller's transaction when
+        # none is open yet; otherwise transaction() would begin and commit one of
+        # its own, and the rows would outlive the caller's rollback.
+        found = conn.execute(queries["outbox_id_mark"]).fetchone()
+        mark = int(found[0]) if found else 0
+        with conn.transaction():
+            copied = _copy_new(conn, stream, written, mark)
+    except psycopg.errors.UniqueViolation:
+        copied = None
+    except psycopg.Error as exc:
+        raise StoreError(f"database error: {exc}") from exc
+    if copied is None:
+        written.extend(stream)  # the rows not yet streamed when the COPY failed
+        copied = _insert_staged(conn, written)
+    with translate_errors():
+        for priority in sorted({row[6] for row in written}):
+            conn.execute(queries["notify_due"], {"priority": priority})
+    return copied
+
+
+def _copy_new(
+    conn: Conn, stream: Iterator[NewRow], written: list[NewRow], mark: int
+) -> InsertedMany:
+    with conn.cursor(row_factory=tuple_row) as cur:
+        with cur.copy(queries["copy_outbox"]) as copy:
+            for row in stream:
+                copy.write_row(row)
+        last = cur.execute(queries["outbox_id_last"]).fetchone()
+        bounds = {"after": mark, "last": last[0] if last else 0}
+        copied = cur.execute(queries["copied_rows"], bounds).fetchall()
+        if len(copied) != len(written):
+            raise StoreError(f"copied {len(written)} rows but found {len(copied)}")
+        suppressed = [(id_, reason) for id_, reason in copied if reason]
+        if suppressed:
+            ids, reasons = zip(*suppressed, strict=True)
+            cur.execute(queries["suppress_copied"], {"ids": list(ids), "reasons": list(reasons)})
+    return InsertedMany(
+        [
+            (row[0], id_, row[5], True, "suppressed" if reason else "pending")
+            for row, (id_, reason) in zip(written, copied, strict=True)
+        ],
+        [],
+    )
+
+
+def _insert_staged(conn: Conn, rows: Sequence[NewRow]) -> InsertedMany:
+    with translate_errors(), conn.transaction(), conn.cursor(row_factory=tuple_row) as cur:
+        cur.execute(queries["create_staging"])
+        cur.execute(queries["clear_staging"])
+        with cur.copy(queries["copy_staging"]) as copy:
+            for row in rows:
+                copy.write_row(row)
+        conflicts = [r[0] for r in cur.execute(queries["staging_conflicts"]).fetchall()]
+        if conflicts:
+            return InsertedMany([], conflicts)
+        jit = cur.execute(queries["jit_off"]).fetchone()
+        created = {r[0]: (r[1], r[2], True, r[3]) for r in cur.execute(queries["insert_staging"])}
+        if jit is not None:
+            cur.execute(queries["jit_restore"], {"previous": jit[0]})
+        found: dict[str, tuple[int, str, bool, str]] = {}
+        if len(created) < len(rows):
+            keys = [row[0] for row in rows if row[0] not in created]
+            found = {
+                r[0]: (r[1], r[2], False, r[3])
+                for r in cur.execute(queries["existing_keys"], {"keys": keys})
+            }
+        cur.execute(queries["clear_staging"])
+    stored = created | found
+    missing = [row[0] for row in rows if row[0] not in stored]
+    if missing:  # existed at the insert, gone a moment later: deleted by hand meanwhile
+        raise StoreError(f"rows of keys {missing[:5]} were deleted while being enqueued")
+    return InsertedMany([(row[0], *stored[row[0]]) for row in rows], [])
+
+
+def count_in_flight(conn: Conn, priority: str) -> int:
+    with translate_errors():
+        row = conn.execute(queries["count_in_flight"], {"priority": priority}).fetchone()
+    return int(row[0]) if row else 0
+
+
+def seconds_to_next_due(conn: Conn, priority: str) -> float | None:
+    with translate_errors():
+        row = conn.execute(queries["seconds_to_next_due"], {"priority": priority}).fetchone()
+    return None if row is None or row[0] is None else float(row[0])
+
+
+@dataclass(frozen=True, slots=True)
+class Claimed:
+    id: int
+    trace_context: str | None
+
+
+def claim_due(conn: Conn, *, priority: str, limit: int, relay: str) -> list[Claimed]:
+    args = {"priority": priority, "limit": limit, "relay": relay}
+    with translate_errors():
+        return [Claimed(r[0], r[1]) for r in conn.execute(queries["claim_due"], args).fetchall()]
+
+
+def take_for_sending(conn: Conn, ids: Sequence[int], worker: str) -> list[OutboxRow]:
+    args = {"ids": list(ids), "worker": worker}
+    with translate_errors(), conn.cursor(row_factory=tuple_row) as cur:
+        cur.execute(queries["lock_published"], args)
+        # A new statement, a new snapshot: the relay's commit is visible now.
+        rows = cur.execute(queries["take_for_sending"], args).fetchall()
+    return [OutboxRow(*r) for r in rows]
+
+
+def record_results(conn: Conn, worker: str, results: Sequence[AttemptRecord]) -> set[int]:
+    """Store attempts and row states; returns the ids whose row was still ours."""
+    results_json = orjson.dumps(list(results)).decode()  # orjson writes dataclasses natively
+    with translate_errors():
+        rows = conn.execute(
+            queries["record_results"], {"results": results_json, "worker": worker}
+        ).fetchall()
+    return {r[0] for r in rows}
+
+
+def release_unattempted(conn: Conn, ids: Sequence[int], worker: str, reason: str) -> None:
+    args = {"ids": list(ids), "worker": worker, "reason": reason}
+    with translate_errors():
+        conn.execute(queries["release_unattempted"], args)
+
+
+@dataclass(frozen=True, slots=True)
+class Deferral:
+    id: int
+    delay_seconds: float
+    reason: str
+
+
+def defer_paced(conn: Conn, deferrals: Sequence[Deferral], worker: str) -> None:
+    args = {
+        "ids": [d.id for d in deferrals],
+        "delays": [d.delay_seconds for d in deferrals],
+        "reasons": [d.reason for d in deferrals],
+        "worker": worker,
+    }
+    with translate_errors():
+        conn.execute(queries["defer_paced"], args)
+
+
+@dataclass(frozen=True, slots=True)
+class Swept:
+    requeued: int  # queued rows no worker took
+    uncertain: dict[str, int]  # sending rows a worker abandoned, by new status
+
+
+def sweep(
+    conn: Conn, *, stuck_seconds: float, max_attempts: int, hold: bool, limit: int = 10_000
+) -> Swept:
+    args = {
+        "stuck_seconds": stuck_seconds,
+        "max_attempts": max_attempts,
+        "hold": hold,
+        "limit": limit,
+    }
+    with translate_errors():
+        queued = conn.execute(queries["sweep_queued"], args).fetchall()
+        sending = conn.execute(queries["sweep_sending"], args).fetchall()
+    by_status: dict[str, int] = {}
+    for _, status in sending:
+        by_status[status] = by_status.get(status, 0) + 1
+    return Swept(len(queued), by_status)
+
+
+def status_counts(conn: Conn) -> list[tuple[str, str, int]]:
+    with translate_errors():
+        return [(r[0], r[1], int(r[2])) for r in conn.execute(queries["status_counts"]).fetchall()]
+
+
+def paced_pending(conn: Conn) -> dict[str, int]:
+    """Pending rows waiting for their receiver's rate, per receiver."""
+    with translate_errors():
+        return {str(r[0]): int(r[1]) for r in conn.execute(queries["paced_pending"]).fetchall()}
+
+
+def oldest_unsent(conn: Conn) -> dict[str, float]:
+    with translate_errors():
+        return {r[0]: float(r[1]) for r in conn.execute(queries["oldest_unsent"]).fetchall()}
+
+
+def find_message(conn: Conn, ref: str) -> dict[str, Any] | None:
+    with translate_errors(), conn.cursor(row_factory=dict_row) as cur:
+        return cur.execute(queries["find_message"], {"ref": ref}).fetchone()
+
+
+def list_attempts(conn: Conn, outbox_id: int) -> list[dict[str, Any]]:
+    with translate_errors(), conn.cursor(row_factory=dict_row) as cur:
+        return cur.execute(queries["list_attempts"], {"id": outbox_id}).fetchall()
+
+
+def list_events(conn: Conn, outbox_id: int) -> list[dict[str, Any]]:
+    with translate_errors(), conn.cursor(row_factory=dict_row) as cur:
+        return cur.execute(queries["list_events"], {"id": outbox_id}).fetchall()
+
+
+def list_bounces(conn: Conn, outbox_id: int) -> list[dict[str, Any]]:
+    """Reports about one row; their results without the recipient (who is the row's)."""
+    with translate_errors(), conn.cursor(row_factory=dict_row) as cur:
+        rows = cur.execute(queries["list_bounces"], {"id": outbox_id}).fetchall()
+    for row in rows:
+        row["results"] = [
+            {k: v for k, v in result.items() if k in ("class", "status", "reason")}
+            for result in row["results"] or []
+        ]
+    return rows
+
+
+def requeue(conn: Conn, *, ref: str | None = None, status: str | None = None) -> list[str]:
+    """Send parked rows again; returns the priorities woken, one per row."""
+    with translate_errors():
+        if ref is not None:
+            rows = conn.execute(queries["requeue_key"], {"ref": ref}).fetchall()
+        else:
+            rows = conn.execute(queries["requeue_status"], {"status": status}).fetchall()
+        for priority in sorted({r[1] for r in rows}):
+            conn.execute(queries["notify_due"], {"priority": priority})
+    return [r[1] for r in rows]
+
+
+def status_counts_by_prefix(conn: Conn, prefix: str) -> list[tuple[str, str, int]]:
+    with translate_errors():
+        rows = conn.execute(queries["status_counts_by_prefix"], {"prefix": prefix}).fetchall()
+    return [(r[0], r[1], int(r[2])) for r in rows]
+
+
+def sent_by_prefix(conn: Conn, prefix: str) -> list[dict[str, Any]]:
+    with translate_errors(), conn.cursor(row_factory=dict_row) as cur:
+        return cur.execute(queries["sent_by_prefix"], {"prefix": prefix}).fetchall()
+
+
+@dataclass(frozen=True, slots=True)
+class Suppression:
+    address: str
+    scope: str  # all | bulk
+    reason: str
+    detail: str | None
+    source_bounce_id: int | None
+    created_at: dt.datetime
+
+
+def suppress(
+    conn: Conn,
+    address: str,
+    *,
+    reason: str,
+    scope: str = "all",
+    detail: str | None = None,
+    source_bounce_id: int | None = None,
+) -> bool:
+    """Add (or widen) a suppression; False when the address was already covered."""
+    args = {
+        "address": address,
+        "scope": scope,
+        "reason": reason,
+        "detail": detail,
+        "source_bounce_id": source_bounce_id,
+    }
+    with translate_errors():
+        return conn.execute(queries["suppress"], args).fetchone() is not None
+
+
+def unsuppress(conn: Conn, address: str) -> bool:
+    with translate_errors():
+        return conn.execute(queries["unsuppress"], {"address": address}).fetchone() is not None
+
+
+def find_suppression(conn: Conn, address: str) -> Suppression | None:
+    with translate_errors(), conn.cursor(row_factory=tuple_row) as cur:
+        row = cur.execute(queries["find_suppression"], {"address": address}).fetchone()
+    return Suppression(*row) if row else None
+
+
+def list_suppressions(conn: Conn, limit: int = 1000) -> list[Suppression]:
+    with translate_errors(), conn.cursor(row_factory=tuple_row) as cur:
+        rows = cur.execute(queries["list_suppressions"], {"limit": limit}).fetchall()
+    return [Suppression(*r) for r in rows]
+
+
+def store_bounce(conn: Conn, raw: bytes, envelope_to: str | None) -> int:
+    bounce_id = store_report(conn, raw, envelope_to=envelope_to)
+    assert bounce_id is not None  # only a provider's event id can repeat
+    return bounce_id
+
+
+def store_report(
+    conn: Conn,
+    raw: bytes,
+    *,
+    envelope_to: str | None = None,
+    source: str = "mail",
+    event_id: str | None = None,
+) -> int | None:
+    """Keep a bounce or a provider's report; ``None`` if that event was stored before."""
+    args = {"raw": raw, "envelope_to": envelope_to, "source": source, "event_id": event_id}
+    with translate_errors():
+        row = conn.execute(queries["store_bounce"], args).fetchone()
+    return int(row[0]) if row else None
+
+
+@dataclass(frozen=True, slots=True)
+class StoredBounce:
+    id: int
+    envelope_to: str | None
+    raw: bytes
+    processed_at: dt.datetime | None
+    source: str = "mail"  # or the provider whose webhook reported it
+
+
+def load_bounce(conn: Conn, bounce_id: int) -> StoredBounce | None:
+    with translate_errors(), conn.cursor(row_factory=tuple_row) as cur:
+        row = cur.execute(queries["load_bounce"], {"id": bounce_id}).fetchone()
+    return StoredBounce(row[0], row[1], bytes(row[2]), row[3], row[4]) if row else None
+
+
+def unprocessed_bounces(conn: Conn, limit: int = 1000) -> list[int]:
+    with translate_errors():
+        return [r[0] for r in conn.execute(queries["unprocessed_bounces"], {"limit": limit})]
+
+
+def finish_bounce(
+    conn: Conn,
+    bounce_id: int,
+    *,
+    outbox_id: int | None,
+    link: str,
+    forged: bool,
+    results: list[dict[str, Any]],
+    error: str | None = None,
+) -> None:
+    args = {
+        "id": bounce_id,
+        "outbox_id": outbox_id,
+        "link": link,
+        "forged": forged,
+        "results": orjson.dumps(results).decode(),
+        "error": error,
+    }
+    with translate_errors():
+        conn.execute(queries["finish_bounce"], args)
+
+
+def find_row_for_bounce(
+    conn: Conn, *, outbox_id: int | None, message_id: str | None
+) -> tuple[int, str] | None:
+    with translate_errors():
+        row = conn.execute(
+            queries["find_row_for_bounce"], {"id": outbox_id, "message_id": message_id}
+        ).fetchone()
+    return (int(row[0]), str(row[1])) if row else None
+
+
+@dataclass(frozen=True, slots=True)
+class RowTrace:
+    idempotency_key: str
+    message_id: str
+    template: str
+    priority: str
+    provider_message_id: str | None
+    trace_context: str | None
+
+
+def bounced_row_trace(conn: Conn, outbox_id: int) -> RowTrace | None:
+    with translate_errors(), conn.cursor(row_factory=tuple_row) as cur:
+        row = cur.execute(queries["bounced_row_trace"], {"id": outbox_id}).fetchone()
+    return RowTrace(*row) if row else None
+
+
+def find_row_by_provider_id(conn: Conn, provider_message_id: str) -> tuple[int, str] | None:
+    with translate_errors():
+        row = conn.execute(
+            queries["find_row_by_provider_id"], {"provider_message_id": provider_message_id}
+        ).fetchone()
+    return (int(row[0]), str(row[1])) if row else None
+
+
+def mark_bounced(conn: Conn, outbox_id: int, *, klass: str, reason: str, bounce_id: int) -> None:
+    args = {"id": outbox_id, "class": klass, "reason": reason, "bounce_id": bounce_id}
+    with translate_errors():
+        conn.execute(queries["mark_bounced"], args)
+
+
+def recent_sends_to(conn: Conn, address: str, limit: int) -> list[str | None]:
+    """Bounce verdicts of the latest rows sent to ``address``, newest first."""
+    with translate_errors():
+        rows = conn.execute(queries["recent_sends_to"], {"address": address, "limit": limit})
+        return [r[1] for r in rows]

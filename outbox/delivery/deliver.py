@@ -1,0 +1,312 @@
+"""Delivering claimed rows: load, render, send, classify, record.
+
+Orchestration only: what a reply means is :mod:`outbox.delivery.classify` and
+:mod:`outbox.delivery.retry`; SQL is :mod:`outbox.db.store`; the wire is a transport.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import os
+import random
+import socket
+import threading
+import time
+from collections.abc import Callable, Sequence
+from email.utils import parseaddr
+
+import psycopg
+from opentelemetry import trace
+from opentelemetry.trace import Link, Span, SpanKind, StatusCode
+from opentelemetry.trace import Status as TraceStatus
+from psycopg_pool import ConnectionPool
+
+from outbox.config import Settings
+from outbox.db import store
+from outbox.delivery.classify import classify_reply
+from outbox.delivery.retry import RetryPolicy, decide
+from outbox.errors import OutboxError, StoreError
+from outbox.message.compose import composer
+from outbox.message.render import template_set
+from outbox.message.return_path import return_path
+from outbox.models import Outcome, Priority, Reply, Status, Verdict
+from outbox.pacing.pacer import Pacer
+from outbox.pacing.rules import GLOBAL, throttled_scope
+from outbox.redact import recipient_tag
+from outbox.telemetry.tracing import context_from, email_attributes, span_context_from, tracer
+from outbox.transports.base import OutgoingMessage, Transport, TransportBusy
+from outbox.validate import ascii_address
+
+log = logging.getLogger(__name__)
+
+# Retrying the final write spares a resend when Postgres blinks after the
+# relay accepted: results stay in memory this long before the sweeper's turn.
+_RECORD_RETRY_DELAYS = (0.2, 0.5, 1.0, 2.0, 4.0, 8.0)
+
+
+# A send is routine; a retry worth a line; a refusal a warning; giving up an error.
+_LOG_LEVELS = {
+    Status.SENT: logging.DEBUG,
+    Status.PENDING: logging.INFO,
+    Status.FAILED: logging.WARNING,
+    Status.DEAD: logging.ERROR,
+    Status.HELD: logging.ERROR,
+}
+
+
+def _describe_attempt(span: Span, row: store.OutboxRow, record: store.AttemptRecord) -> None:
+    span.set_attributes(
+        email_attributes(
+            outbox_id=row.id,
+            idempotency_key=row.idempotency_key,
+            message_id=row.message_id,
+            template=row.template,
+            priority=row.priority,
+            recipient=row.recipient,
+        )
+    )
+    span.set_attribute("outbox.attempt", record.attempt)
+    span.set_attribute("outbox.verdict", record.verdict)
+    span.set_attribute("outbox.status", record.status)
+    for name, value in (
+        ("smtp.stage", record.stage),
+        ("smtp.reply_code", record.reply_code),
+        ("smtp.enhanced_status", record.enhanced_status),
+        ("email.provider.message_id", record.provider_message_id),
+    ):
+        if value is not None:
+            span.set_attribute(name, value)
+    if record.status == Status.PENDING.value:
+        span.add_event(
+            "retry scheduled",
+            {"outbox.delay_seconds": record.delay_seconds, "reason": record.reason},
+        )
+    elif record.status != Status.SENT.value:
+        span.add_event(record.status, {"reason": record.reason})
+        span.set_status(TraceStatus(StatusCode.ERROR, record.reason[:200]))
+
+
+def _slow_down(pacer: Pacer, recipient: str, reply: Reply) -> None:
+    """Lower the pace a throttling reply asks for: the receiver's, or ours overall."""
+    scope = throttled_scope(reply)
+    if scope is None:
+        return
+    receiver = pacer.receiver_of(recipient)
+    key = receiver if scope == "receiver" else GLOBAL
+    if key not in {name for name, _ in pacer.limits.for_receiver(receiver)}:
+        return  # no configured rate to lower
+    factor = pacer.throttled(key)
+    if factor is not None:
+        log.info("%s throttles (%s): pace now %.0f%% of its rate", key, reply.code, factor * 100)
+
+
+def worker_name() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}:{threading.current_thread().name}"
+
+
+class Delivery:
+    def __init__(
+        self,
+        settings: Settings,
+        pool: ConnectionPool,
+        transport: Transport,
+        *,
+        rand: Callable[[], float] = random.random,
+        stopping: threading.Event | None = None,
+        pacer: Pacer | None = None,
+    ) -> None:
+        self.settings = settings
+        self.pool = pool
+        self.transport = transport
+        self.policy = RetryPolicy.from_settings(settings)
+        self.templates = template_set(settings.templates)
+        self.rand = rand
+        self.stopping = stopping or threading.Event()
+        self.envelope_from = parseaddr(settings.sender)[1]
+        self.pacer = pacer
+
+    def deliver(self, ids: Sequence[int]) -> None:
+        """Send the rows ``ids`` that are still queued; others are acknowledged as done."""
+        worker = worker_name()
+        with self.pool.connection() as conn:
+            rows = store.take_for_sending(conn, ids, worker)
+        if len(rows) < len(ids):
+            log.info(
+                "skipped %d of %d rows already taken or finished", len(ids) - len(rows), len(ids)
+            )
+        # Stop well before the sweeper would call a row abandoned.
+        deadline = time.monotonic() + self.settings.stuck_seconds / 2
+        records: list[store.AttemptRecord] = []
+        deferred: list[store.Deferral] = []
+        try:
+            for index, row in enumerate(rows):
+                if self.stopping.is_set() or time.monotonic() > deadline:
+                    left = [r.id for r in rows[index:]]
+                    stopping = self.stopping.is_set()
+                    self._release(left, worker, "worker stopping" if stopping else "batch deadline")
+                    break
+                result = self._attempt(row)
+                if isinstance(result, store.Deferral):
+                    deferred.append(result)
+                else:
+                    records.append(result)
+        finally:
+            # What was tried is recorded even if something later in the batch failed,
+            # and what was paced goes back even if recording failed.
+            try:
+                if records:
+                    self._record(records, worker)
+            finally:
+                if deferred:
+                    with self.pool.connection() as conn:
+                        store.defer_paced(conn, deferred, worker)
+
+    def _pace(self, row: store.OutboxRow) -> store.Deferral | None:
+        """Wait for the row's slot under its receiver's rate, or say when to come back."""
+        if self.pacer is None:
+            return None
+        slot = self.pacer.reserve(row.recipient, Priority(row.priority))
+        if slot is None:
+            return None
+        if slot.granted:
+            self.stopping.wait(slot.wait)  # a stopping worker sends what it reserved at once
+            return None
+        log.debug("email %s paced: %s at %s, back in %.2fs", row.id, slot.key, slot.rate, slot.wait)
+        reason = f"paced: {slot.key} at {slot.rate}"
+        return store.Deferral(row.id, slot.wait, reason)
+
+    def _attempt(self, row: store.OutboxRow) -> store.AttemptRecord | store.Deferral:
+        """One attempt in its own span: in the business event's trace for a
+        login code (a child of the enqueue span, however many hours and retries
+        later), linked to it for bulk mail; linked to the queue's consumer span."""
+        stored = context_from(row.trace_context)
+        consumer = trace.get_current_span().get_span_context()
+        transactional = row.priority == Priority.HIGH and stored is not None
+        parent = stored if transactional else None
+        linked = consumer if transactional else span_context_from(row.trace_context)
+        with tracer.start_as_current_span(
+            "outbox deliver",
+            context=parent,
+            kind=SpanKind.CLIENT,
+            links=[Link(linked)] if linked is not None and linked.is_valid else [],
+        ) as span:
+            record = self._attempt_in_span(row)
+            if isinstance(record, store.Deferral):
+                span.add_event("paced", {"reason": record.reason, "delay": record.delay_seconds})
+            elif span.is_recording():
+                _describe_attempt(span, row, record)
+            return record
+
+    def _attempt_in_span(self, row: store.OutboxRow) -> store.AttemptRecord | store.Deferral:
+        started = time.perf_counter()
+        reply: Reply | None = None
+        try:
+            message = self.build(row)
+        except Exception as exc:
+            # Our own defect (a broken template, params of the wrong shape), not
+            # the receiver's verdict, and this row's alone: retrying gives an
+            # operator time to fix it; the other rows of the batch go on.
+            if not isinstance(exc, OutboxError):
+                log.exception("building email %s failed", row.id)
+            outcome = Outcome(Verdict.RETRY, f"could not build the message: {exc}")
+        else:
+            # Paced after building, so only the send lies between slot and arrival.
+            deferral = self._pace(row)
+            if deferral is not None:
+                return deferral
+            try:
+                reply = self.transport.send(message)
+            except TransportBusy as busy:  # nothing left: back to Postgres, not an attempt
+                return store.Deferral(row.id, busy.retry_after, f"transport busy: {busy}")
+            except Exception as exc:
+                # A transport defect: where the conversation stopped is unknown,
+                # so the message may have left. Retried with the same Message-ID.
+                log.exception("transport failed unexpectedly for email %s", row.id)
+                outcome = Outcome(Verdict.UNCERTAIN, f"transport error: {exc!r}")
+            else:
+                outcome = classify_reply(reply)  # SMTP or HTTP rules by the reply's kind
+                if self.pacer is not None and outcome.verdict != Verdict.SENT:
+                    _slow_down(self.pacer, row.recipient, reply)
+        now = dt.datetime.now(dt.UTC)
+        decision = decide(
+            outcome,
+            attempt=row.attempts,
+            age_seconds=(now - row.age_from).total_seconds(),
+            policy=self.policy,
+            rand=self.rand,
+        )
+        duration_ms = (time.perf_counter() - started) * 1000
+        level = _LOG_LEVELS[decision.status]
+        if log.isEnabledFor(level):
+            log.log(
+                level,
+                "email %s to %s attempt %d: %s (%s)",
+                row.id,
+                recipient_tag(row.recipient),
+                row.attempts,
+                decision.status.value,
+                decision.reason,
+            )
+        return store.AttemptRecord(
+            id=row.id,
+            attempt=row.attempts,
+            status=decision.status.value,
+            reason=decision.reason,
+            delay_seconds=decision.delay_seconds,
+            provider_message_id=outcome.provider_message_id,
+            verdict=outcome.verdict.value,
+            stage=reply.stage.value if reply else None,
+            reply_code=reply.code if reply else None,
+            enhanced_status=outcome.enhanced_status,
+            reply_text=(reply.text or reply.error) if reply else outcome.reason,
+            duration_ms=duration_ms,
+            transport=(reply.via if reply else None) or self.settings.transport,
+        )
+
+    def build(self, row: store.OutboxRow) -> OutgoingMessage:
+        ascii_recipient = row.recipient if row.recipient.isascii() else ascii_address(row.recipient)
+        recipient = ascii_recipient or row.recipient
+        # Template version, list headers, attachments and DKIM: outbox.message.compose.
+        data = composer(self.settings).message(row, to=recipient, connect=self.pool.connection)
+        return OutgoingMessage(
+            envelope_from=self._return_path(row.id),
+            recipient=recipient,
+            data=data,
+            message_id=row.message_id,
+            idempotency_key=row.idempotency_key,
+            smtputf8=ascii_recipient is None,
+        )
+
+    def _return_path(self, outbox_id: int) -> str:
+        """VERP when a bounce domain is set: the bounce names its row."""
+        settings = self.settings
+        if not settings.bounce_domain:
+            return self.envelope_from
+        return return_path(outbox_id, domain=settings.bounce_domain, secret=settings.secret)
+
+    def _record(self, records: list[store.AttemptRecord], worker: str) -> None:
+        for delay in (*_RECORD_RETRY_DELAYS, None):
+            try:
+                with self.pool.connection() as conn:
+                    kept = store.record_results(conn, worker, records)
+            except (StoreError, psycopg.Error) as exc:
+                if delay is None:
+                    log.error(
+                        "could not record %d results (%s); the sweeper will return these rows",
+                        len(records),
+                        exc,
+                    )
+                    raise
+                log.warning("recording results failed (%s); again in %.1fs", exc, delay)
+                time.sleep(delay)
+                continue
+            lost = {r.id for r in records} - kept
+            if lost:
+                log.warning("rows %s were swept back while being sent", sorted(lost))
+            return
+
+    def _release(self, ids: list[int], worker: str, reason: str) -> None:
+        with self.pool.connection() as conn:
+            store.release_unattempted(conn, ids, worker, reason)
+        log.info("released %d unattempted rows: %s", len(ids), reason)

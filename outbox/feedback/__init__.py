@@ -1,0 +1,1 @@
+"""What comes back: the bounce server, provider webhooks, and what a bounce does to the outbox."""

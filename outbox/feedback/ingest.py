@@ -1,0 +1,206 @@
+"""Bounces and complaints in: store, parse, link to a row, act.
+
+A bounce is stored first and processed from the stored copy, so a crash
+between receiving and processing loses nothing (`outbox bounces reprocess`
+and the bounce server's start-up pick up what was left).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+from opentelemetry.trace import Link as TraceLink
+from opentelemetry.trace import Span, SpanKind
+
+from outbox.bounces import BounceResult, parse_bounce, providers
+from outbox.config import Settings
+from outbox.db import store
+from outbox.feedback.policy import Link, effects, soft_streak_reached
+from outbox.message.return_path import outbox_id_from_token, token_from_address
+from outbox.models import Priority
+from outbox.redact import recipient_tag
+from outbox.telemetry.tracing import context_from, email_attributes, span_context_from, tracer
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Processed:
+    bounce_id: int
+    link: Link
+    results: list[BounceResult]
+    suppressed: list[str]  # addresses added to the suppression list
+
+
+def process_bounce(conn: store.Conn, bounce_id: int, settings: Settings) -> Processed | None:
+    """Parse one stored bounce and apply it; None if it was already processed."""
+    stored = store.load_bounce(conn, bounce_id)
+    if stored is None or stored.processed_at is not None:
+        return None
+    if stored.source == "mail":
+        results = parse_bounce(stored.raw)
+        link = _link(conn, stored, results, settings)
+    else:
+        report = providers.parse(stored.source, stored.raw)
+        results = report.results
+        link = _provider_link(conn, report)
+    if link.forged:
+        log.warning("bounce #%d carries a forged VERP token; stored, not acted on", bounce_id)
+    with _bounce_span(conn, stored, link, results) as span:
+        suppressed = _apply(conn, bounce_id, link, results, settings)
+        span.set_attribute("outbox.bounce.suppressed", bool(suppressed))
+    store.finish_bounce(
+        conn,
+        bounce_id,
+        outbox_id=link.outbox_id,
+        link=link.via,
+        forged=link.forged,
+        results=[r.to_json() for r in results],
+    )
+    return Processed(bounce_id, link, results, suppressed)
+
+
+def _apply(
+    conn: store.Conn,
+    bounce_id: int,
+    link: Link,
+    results: list[BounceResult],
+    settings: Settings,
+) -> list[str]:
+    """Record the verdicts on the row and suppress; the addresses suppressed."""
+    suppressed: list[str] = []
+    for effect in effects(link, results):
+        assert link.outbox_id is not None
+        store.mark_bounced(
+            conn, link.outbox_id, klass=effect.klass, reason=effect.reason, bounce_id=bounce_id
+        )
+        if effect.suppress == "soft_streak":
+            recent = store.recent_sends_to(conn, effect.address, settings.soft_bounce_limit)
+            if not soft_streak_reached(recent, settings.soft_bounce_limit):
+                continue
+            reason, detail = "soft_bounces", f"{settings.soft_bounce_limit} soft bounces in a row"
+        else:
+            reason, detail = str(effect.suppress), effect.reason
+        scope = effect.scope
+        if store.suppress(
+            conn,
+            effect.address,
+            reason=reason,
+            scope=scope,
+            detail=detail,
+            source_bounce_id=bounce_id,
+        ):
+            suppressed.append(effect.address)
+            log.info("suppressed %s: %s", recipient_tag(effect.address), detail)
+    return suppressed
+
+
+@contextmanager
+def _bounce_span(
+    conn: store.Conn, stored: store.StoredBounce, link: Link, results: list[BounceResult]
+) -> Iterator[Span]:
+    """The bounce in its email's trace: a child of the enqueue span for a login
+    code, as its attempts are, and linked to it for bulk mail."""
+    row = store.bounced_row_trace(conn, link.outbox_id) if link.outbox_id else None
+    parent = context_from(row.trace_context) if row else None
+    transactional = row is not None and row.priority == Priority.HIGH and parent is not None
+    linked = span_context_from(row.trace_context) if row and not transactional else None
+    with tracer.start_as_current_span(
+        "outbox bounce",
+        context=parent if transactional else None,
+        kind=SpanKind.CONSUMER,
+        links=[TraceLink(linked)] if linked is not None else [],
+    ) as span:
+        if span.is_recording():
+            span.set_attributes(_bounce_attributes(stored, link, results, row))
+        yield span
+
+
+def _bounce_attributes(
+    stored: store.StoredBounce,
+    link: Link,
+    results: list[BounceResult],
+    row: store.RowTrace | None,
+) -> dict[str, str | int | bool]:
+    attributes: dict[str, str | int | bool] = {
+        "outbox.bounce.id": stored.id,
+        "outbox.bounce.source": stored.source,
+        "outbox.bounce.link": link.via,
+        "outbox.bounce.forged": link.forged,
+    }
+    if row is not None and link.outbox_id is not None and link.recipient is not None:
+        attributes.update(
+            email_attributes(
+                outbox_id=link.outbox_id,
+                idempotency_key=row.idempotency_key,
+                message_id=row.message_id,
+                template=row.template,
+                priority=row.priority,
+                recipient=link.recipient,
+            )
+        )
+        if row.provider_message_id:
+            attributes["email.provider.message_id"] = row.provider_message_id
+    if results:
+        first = results[0]
+        attributes["outbox.bounce.class"] = first.klass
+        attributes["outbox.bounce.status"] = first.status or ""
+        attributes["outbox.bounce.reason"] = first.reason or ""
+        attributes["outbox.bounce.recipients"] = len(results)
+    return attributes
+
+
+def ingest(
+    conn: store.Conn, raw: bytes, settings: Settings, envelope_to: str | None = None
+) -> Processed:
+    """Store a bounce, commit, then process it (a pipe transport or a file)."""
+    bounce_id = store.store_bounce(conn, raw, envelope_to)
+    conn.commit()
+    processed = process_bounce(conn, bounce_id, settings)
+    conn.commit()
+    assert processed is not None
+    return processed
+
+
+def process_pending(conn: store.Conn, settings: Settings) -> int:
+    """Process every stored bounce not yet processed; returns how many."""
+    done = 0
+    for bounce_id in store.unprocessed_bounces(conn):
+        if process_bounce(conn, bounce_id, settings) is not None:
+            done += 1
+        conn.commit()
+    return done
+
+
+def _provider_link(conn: store.Conn, report: providers.ProviderReport) -> Link:
+    if report.provider_message_id:
+        found = store.find_row_by_provider_id(conn, report.provider_message_id)
+        if found:
+            return Link("provider_id", found[0], found[1])
+    return Link("none")
+
+
+def _link(
+    conn: store.Conn, stored: store.StoredBounce, results: list[BounceResult], settings: Settings
+) -> Link:
+    tokens = [token_from_address(stored.envelope_to or "")]
+    tokens += [r.verp_token for r in results]
+    token = next((t for t in tokens if t), None)
+    if token is not None and settings.secret:
+        outbox_id = outbox_id_from_token(token, secret=settings.secret)
+        if outbox_id is None:
+            return Link("none", forged=True)
+        found = store.find_row_for_bounce(conn, outbox_id=outbox_id, message_id=None)
+        if found:
+            return Link("verp", found[0], found[1])
+    for result in results:
+        if result.original_message_id:
+            found = store.find_row_for_bounce(
+                conn, outbox_id=None, message_id=result.original_message_id
+            )
+            if found:
+                return Link("message_id", found[0], found[1])
+    return Link("none")

@@ -1,0 +1,101 @@
+"""An outbox row to the bytes sent: template version, headers, files, signature.
+
+Shared by the send path (:meth:`outbox.delivery.deliver.Delivery.build`) and
+``outbox templates preview``, so a preview is the message a worker would send.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+from functools import cache
+
+from outbox.config import Settings
+from outbox.db.store import Conn, OutboxRow
+from outbox.message import attachments
+from outbox.message import list_unsubscribe as unsubscribe
+from outbox.message import versions as template_versions
+from outbox.message.build import Envelope, build_message
+from outbox.message.render import Rendered, template_set
+from outbox.message.return_path import return_path
+from outbox.message.sign import Signer
+from outbox.models import Priority
+
+log = logging.getLogger(__name__)
+
+
+class Composer:
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.templates = template_set(settings.templates)
+        self.signer = Signer.from_settings(settings)
+        if settings.unsubscribe_url:
+            unsubscribe.check_base_url(settings.unsubscribe_url, settings.secret)
+        self._warned = False
+
+    def render(
+        self, row: OutboxRow, connect: Callable[[], AbstractContextManager[Conn]]
+    ) -> Rendered:
+        """The row's template at the version it was enqueued with."""
+        template = template_versions.resolve(
+            self.templates, row.template, row.template_version, connect
+        )
+        settings = self.settings
+        if row.priority == Priority.BULK and settings.unsubscribe_url:
+            link = unsubscribe.link(settings.unsubscribe_url, row.id, secret=settings.secret)
+            return template.render(row.params, {"unsubscribe_url": link})
+        return template.render(row.params)
+
+    def headers(self, row: OutboxRow) -> tuple[tuple[str, str], ...]:
+        if row.priority == Priority.HIGH:
+            # RFC 3834: machine-made mail, so auto-responders stay quiet.
+            return (("Auto-Submitted", "auto-generated"),)
+        settings = self.settings
+        if not settings.unsubscribe_url:
+            if not self._warned:
+                self._warned = True
+                log.warning(
+                    "OUTBOX_UNSUBSCRIBE_URL is not set: bulk mail leaves without one-click "
+                    "unsubscribe, which large mailbox providers require of bulk senders"
+                )
+            return ()
+        # The mailto reaches the bounce mailbox, whose parser reads "unsubscribe" requests.
+        mailto = (
+            return_path(row.id, domain=settings.bounce_domain, secret=settings.secret)
+            if settings.bounce_domain
+            else None
+        )
+        return unsubscribe.headers(
+            row.id, base_url=settings.unsubscribe_url, secret=settings.secret, mailto=mailto
+        )
+
+    def message(
+        self, row: OutboxRow, *, to: str, connect: Callable[[], AbstractContextManager[Conn]]
+    ) -> bytes:
+        rendered = self.render(row, connect)
+        envelope = Envelope(
+            sender=self.settings.sender,
+            to=to,
+            subject=rendered.subject,
+            message_id=row.message_id,
+            date=row.created_at,
+            extra_headers=self.headers(row),
+        )
+        files = (
+            attachments.load(
+                row.params,
+                directory=self.settings.attachments_dir,
+                max_bytes=self.settings.max_attachment_bytes,
+            )
+            if attachments.PARAM in row.params
+            else []
+        )
+        data = build_message(envelope, rendered.text, rendered.html, files)
+        return self.signer.sign(data) if self.signer else data
+
+
+@cache
+def composer(settings: Settings) -> Composer:
+    """One Composer per settings and process: the DKIM key is parsed once."""
+    return Composer(settings)

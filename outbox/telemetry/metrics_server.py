@@ -1,0 +1,235 @@
+"""The ``outbox metrics`` process: a Prometheus endpoint over the outbox tables.
+
+Every scrape runs in one read-only REPEATABLE READ transaction, so the new
+rows, status changes and attempts it reads are one consistent picture, and
+folds them into a :class:`~outbox.telemetry.metrics.Tally` only when every query
+succeeded. The queries and what they cost are in the README.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any, LiteralString
+
+import psycopg
+from prometheus_client import start_http_server
+from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector, CollectorRegistry
+
+from outbox.db.sql import queries
+from outbox.telemetry.metrics import (
+    LATENCY_BUCKETS,
+    PRIORITIES,
+    SEND_BUCKETS,
+    Current,
+    Cursor,
+    Scrape,
+    StreamRead,
+    Tally,
+    families,
+)
+
+log = logging.getLogger(__name__)
+
+Conn = psycopg.Connection[Any]
+
+# At start, ids this far below the top that are not visible yet are followed as
+# gaps: transactions still open while the exporter counted.
+SEED_GAP_WINDOW = 10_000
+# (name of the sequence, its "missing" and "found" queries)
+_STREAMS = (
+    ("rows", queries["metrics_missing_rows"], queries["metrics_found_rows"]),
+    ("events", queries["metrics_missing_events"], queries["metrics_found_events"]),
+    ("attempts", queries["metrics_missing_attempts"], queries["metrics_found_attempts"]),
+)
+
+
+class OutboxCollector(Collector):
+    """Reads the database on every collect (every scrape); one scrape at a time."""
+
+    def __init__(self, database_url: str) -> None:
+        self.database_url = database_url
+        self.tally: Tally | None = None
+        self._conn: Conn | None = None
+        self._lock = threading.Lock()
+
+    def collect(self) -> Iterator[Metric]:
+        with self._lock:
+            started = time.perf_counter()
+            current: Current | None = None
+            try:
+                current = self.scrape()
+            except psycopg.Error as exc:
+                log.warning("metrics scrape failed: %s", exc)
+                self.close()
+            elapsed = time.perf_counter() - started
+            metrics = families(self.tally, current) if self.tally else []
+        yield from metrics
+        yield GaugeMetricFamily(
+            "outbox_exporter_up",
+            "1 when this scrape read the database, else 0.",
+            value=1 if current else 0,
+        )
+        yield GaugeMetricFamily(
+            "outbox_exporter_scrape_duration_seconds",
+            "Time this scrape spent reading the database.",
+            value=elapsed,
+        )
+
+    def scrape(self) -> Current:
+        conn = self._connection()
+        try:
+            tops = _tops(conn)
+            tally = self.tally
+            if tally is None or _restarted(tally, tops):
+                started = time.perf_counter()
+                tally = _seed(conn, tops)
+                log.info("counted the outbox in %.2fs", time.perf_counter() - started)
+            read = _read(conn, tally, tops)
+        finally:
+            conn.rollback()  # read-only: ends the snapshot
+        tally.apply(read)
+        self.tally = tally
+        return read.current
+
+    def _connection(self) -> Conn:
+        if self._conn is None or self._conn.closed:
+            self._conn = psycopg.connect(self.database_url, connect_timeout=5)
+            self._conn.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ
+            self._conn.read_only = True
+        return self._conn
+
+    def close(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+
+
+@dataclass(frozen=True)
+class Tops:
+    ids: tuple[int, int, int]  # highest visible id of the rows, events and attempts
+    now: float  # database clock
+
+
+def _tops(conn: Conn) -> Tops:
+    row = conn.execute(queries["metrics_tops"]).fetchone()
+    assert row is not None
+    return Tops((int(row[0] or 0), int(row[1] or 0), int(row[2] or 0)), float(row[3]))
+
+
+def _restarted(tally: Tally, tops: Tops) -> bool:
+    """A sequence below what was read: the tables were truncated (tests) or restored."""
+    cursors = (tally.rows, tally.events, tally.attempts)
+    return any(top < cursor.after for top, cursor in zip(tops.ids, cursors, strict=True))
+
+
+def _seed(conn: Conn, tops: Tops) -> Tally:
+    """Count the table once; the cursors start at the tops of this snapshot."""
+    now = tops.now
+    cursors = []
+    for (_, missing_query, _), top in zip(_STREAMS, tops.ids, strict=True):
+        cursor = Cursor(top)
+        low = max(top - SEED_GAP_WINDOW, 0) + 1
+        cursor.advance(top, _column(conn, missing_query, {"low": low, "high": top}), [], now)
+        cursors.append(cursor)
+    row = conn.execute(queries["metrics_seed_last_publish"]).fetchone()
+    return Tally.seeded(
+        conn.execute(queries["metrics_seed_counts"]).fetchall(),
+        conn.execute(queries["metrics_seed_sent_minutes"]).fetchall(),
+        row[0] if row else None,
+        (cursors[0], cursors[1], cursors[2]),
+    )
+
+
+def _read(conn: Conn, tally: Tally, tops: Tops) -> Scrape:
+    """Everything new since the last scrape, and the values read whole."""
+    cursors = {"rows": tally.rows, "events": tally.events, "attempts": tally.attempts}
+    bounds: dict[str, Any] = {}
+    for (name, _, _), top in zip(_STREAMS, tops.ids, strict=True):
+        bounds[f"{name}_low"], bounds[f"{name}_high"] = cursors[name].after + 1, top
+    visible = conn.execute(queries["metrics_visible"], bounds).fetchone()
+    assert visible is not None
+    ranges: dict[str, dict[str, Any]] = {}
+    gaps: dict[str, tuple[list[int], list[int]]] = {}
+    for (name, missing_query, found_query), top, seen in zip(
+        _STREAMS, tops.ids, visible, strict=True
+    ):
+        cursor = cursors[name]
+        missing = (
+            _column(conn, missing_query, {"low": cursor.after + 1, "high": top})
+            if seen < top - cursor.after
+            else []
+        )
+        found = _column(conn, found_query, {"ids": list(cursor.gaps)}) if cursor.gaps else []
+        ranges[name] = {"after": cursor.after, "upto": max(top, cursor.after), "found": found}
+        gaps[name] = (missing, found)
+
+    def stream(name: str, query: LiteralString, **extra: Any) -> StreamRead:
+        args = {**ranges[name], **extra}
+        rows = conn.execute(query, args).fetchall()
+        return StreamRead(args["upto"], gaps[name][0], gaps[name][1], rows)
+
+    return Scrape(
+        rows=stream("rows", queries["metrics_new_rows"]),
+        events=stream("events", queries["metrics_new_transitions"], bounds=list(LATENCY_BUCKETS)),
+        attempts=stream("attempts", queries["metrics_new_attempts"], bounds=list(SEND_BUCKETS)),
+        current=_current(conn, tops.now),
+    )
+
+
+def _current(conn: Conn, now: float) -> Current:
+    in_flight = {
+        (status, priority): int(n)
+        for priority, status, n in conn.execute(queries["metrics_in_flight"]).fetchall()
+    }
+    heads = conn.execute(queries["metrics_heads"], {"priorities": list(PRIORITIES)}).fetchall()
+    bounces = conn.execute(queries["metrics_bounces_24h"]).fetchall()
+    reports = conn.execute(queries["metrics_bounce_reports_24h"]).fetchall()
+    suppressed = conn.execute(queries["metrics_suppressed"]).fetchone()
+    return Current(
+        now=now,
+        in_flight=in_flight,
+        oldest_unsent={priority: float(age) for priority, age, _ in heads},
+        oldest_due={priority: float(due) for priority, _, due in heads},
+        bounces_24h={str(klass): int(n) for klass, n in bounces},
+        bounce_reports_24h={(str(src), str(outcome)): int(n) for src, outcome, n in reports},
+        suppressed_addresses=int(suppressed[0]) if suppressed else 0,
+    )
+
+
+def _column(conn: Conn, query: LiteralString, args: dict[str, Any]) -> list[int]:
+    return [int(r[0]) for r in conn.execute(query, args).fetchall()]
+
+
+def serve(
+    database_url: str,
+    *,
+    host: str,
+    port: int,
+    stop: threading.Event,
+    extra: Sequence[Collector] = (),
+) -> None:
+    """Serve /metrics until ``stop`` is set; ``extra`` collectors add their figures."""
+    registry = CollectorRegistry()
+    for collector in extra:
+        registry.register(collector)
+    collector = OutboxCollector(database_url)
+    try:
+        collector.scrape()  # the one full count, before Prometheus starts asking
+    except psycopg.Error as exc:
+        log.warning("cannot read the outbox yet (%s); every scrape tries again", exc)
+        collector.close()
+    registry.register(collector)
+    server, thread = start_http_server(port, addr=host, registry=registry)
+    log.info("metrics on http://%s:%d/metrics", host, server.server_port)
+    try:
+        stop.wait()
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=5)
+        collector.close()

@@ -1,0 +1,67 @@
+"""Trace context and span attributes shared by enqueue, relay and delivery.
+
+The W3C trace context of the business event is stored on the outbox row at
+enqueue, so a send hours later, after retries and process restarts, still
+joins the business event's trace. Only the OpenTelemetry API is used here;
+processes install an exporting SDK through ``outbox.telemetry.setup``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from opentelemetry import propagate, trace
+from opentelemetry.context import Context
+
+from outbox.redact import recipient_tag
+
+tracer = trace.get_tracer("outbox")
+
+
+def current_traceparent() -> str | None:
+    """The active span's context as a ``traceparent`` header value (None when not sampled)."""
+    carrier: dict[str, str] = {}
+    propagate.inject(carrier)
+    return carrier.get("traceparent")
+
+
+def context_from(traceparent: str | None) -> Context | None:
+    if not traceparent:
+        return None
+    return propagate.extract({"traceparent": traceparent})
+
+
+def span_context_from(traceparent: str | None) -> trace.SpanContext | None:
+    context = context_from(traceparent)
+    if context is None:
+        return None
+    span_context = trace.get_current_span(context).get_span_context()
+    return span_context if span_context.is_valid else None
+
+
+def trace_id_of(traceparent: str | None) -> str | None:
+    span_context = span_context_from(traceparent)
+    return f"{span_context.trace_id:032x}" if span_context else None
+
+
+def email_attributes(
+    *,
+    outbox_id: int | None,
+    idempotency_key: str,
+    message_id: str,
+    template: str,
+    priority: str,
+    recipient: str,
+) -> Mapping[str, str | int]:
+    """What makes one email findable in a trace search; the address only as a tag."""
+    attributes: dict[str, str | int] = {
+        "outbox.idempotency_key": idempotency_key,
+        "email.message_id": message_id,
+        "email.template": template,
+        "outbox.priority": priority,
+        "email.recipient.domain": recipient.rpartition("@")[2].lower(),
+        "email.recipient.hash": recipient_tag(recipient).partition("@")[0],
+    }
+    if outbox_id is not None:
+        attributes["outbox.id"] = outbox_id
+    return attributes

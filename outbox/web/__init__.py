@@ -1,0 +1,1 @@
+"""``outbox web``: the one-click unsubscribe endpoint and the providers' webhooks over HTTP."""

@@ -1,0 +1,25 @@
+"""The send workers: ``dramatiq outbox.worker -Q email_high`` (or ``email_bulk``).
+
+Importing this package checks the worker's settings and builds what it sends
+with before any actor exists, then installs the broker (``@dramatiq.actor``
+binds to the global broker when the actor module is imported). A setting the
+worker cannot work with ends the import with one line naming it: dramatiq then
+exits non-zero instead of reporting "ready for action".
+"""
+
+from __future__ import annotations
+
+from outbox.preflight import settings_or_exit
+from outbox.worker.broker import install
+
+settings = settings_or_exit("worker")
+broker = install(settings)
+
+from outbox.worker import actors  # noqa: E402  (after the broker, on purpose)
+from outbox.worker.middleware import ShutdownSignal, Tracing, Warmup  # noqa: E402
+
+broker.add_middleware(ShutdownSignal(actors.stopping))
+broker.add_middleware(Tracing("outbox-worker"))
+broker.add_middleware(Warmup(actors.warm_up))
+
+__all__ = ["actors", "broker", "settings"]

@@ -1,0 +1,142 @@
+"""Scenario 6: SMTP relays that accept TCP and never answer, or answer a byte a second.
+
+A :class:`~outbox.testing.sink.SlowLink` sits in front of a healthy SMTP server. While
+it misbehaves, the connect and command timeouts must free every worker thread
+in about the timeout: workers keep taking rows, no row stays ``sending`` long
+enough for the sweeper, every attempt ends as a retry. When the link turns
+healthy again the backlog drains with nothing lost.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+
+from outbox.config import Settings
+from tests.acceptance.checks import (
+    CoreBug,
+    add_emails,
+    assert_no_loss,
+    query,
+    report,
+    statuses,
+    wait_final,
+)
+from tests.acceptance.conftest import Rig, child_env, scaled, timeout
+
+PHASE = 7.0  # seconds the link misbehaves: longer than the sweeper's threshold
+TIMEOUT = 1.5  # OUTBOX_SMTP_CONNECT_TIMEOUT and OUTBOX_SMTP_COMMAND_TIMEOUT
+STUCK = 5.0  # OUTBOX_STUCK_SECONDS: a batch stops taking rows after half of it
+SLACK = 1.0
+THREADS = 4 + 8
+
+
+class SlowReplyNotBounded(CoreBug):
+    """A reply arriving a byte at a time holds a worker far past the command timeout."""
+
+
+def _sending_stints(settings: Settings, since_epoch: float) -> list[float]:
+    """How long each row stayed ``sending``, for stints that began after ``since_epoch``."""
+    rows = query(
+        settings,
+        "SELECT extract(epoch FROM coalesce(e2.at, now()) - e1.at)::float8 "
+        "FROM email_event e1 LEFT JOIN LATERAL ("
+        "  SELECT at FROM email_event e2 WHERE e2.outbox_id = e1.outbox_id AND e2.id > e1.id "
+        "  ORDER BY e2.id LIMIT 1) e2 ON true "
+        "WHERE e1.to_status = 'sending' AND e1.at >= to_timestamp(%s)",
+        since_epoch,
+    )
+    return [r[0] for r in rows]
+
+
+def _phase_figures(settings: Settings, since_epoch: float) -> dict[str, object]:
+    attempts = query(
+        settings,
+        "SELECT verdict, coalesce(stage, '-'), coalesce(reply_text, '-'), count(*),"
+        " max(duration_ms) FROM email_attempt"
+        " WHERE attempted_at >= to_timestamp(%s) GROUP BY 1, 2, 3 ORDER BY 4 DESC",
+        since_epoch,
+    )
+    stints = _sending_stints(settings, since_epoch)
+    return {
+        "attempts_in_phase": sum(a[3] for a in attempts),
+        "attempt_kinds": [f"{a[0]}/{a[1]}/{a[2][:40]}x{a[3]}" for a in attempts],
+        "max_attempt_ms": max((a[4] or 0.0 for a in attempts), default=0.0),
+        "max_sending_s": max(stints, default=0.0),
+        "swept_as_uncertain": sum(a[3] for a in attempts if a[0] == "uncertain"),
+    }
+
+
+def _run(settings: Settings, rig: Rig, mode: str) -> tuple[dict[str, object], object]:
+    total = scaled(300) + scaled(50)
+    add_emails(settings, scaled(300), prefix="nl")
+    add_emails(settings, scaled(50), prefix="hi", priority="high")
+    sink = rig.sink()
+    link = rig.link(sink.port, mode=mode, byte_interval=1.0)
+    rig.pipeline(child_env(settings, link.url), high=(1, 4), bulk=(1, 8))
+    since = time.time()
+    time.sleep(PHASE)
+    figures = _phase_figures(settings, since)
+    in_flight = statuses(settings)
+    link.mode = "pass"
+    healed = time.monotonic()
+    drained = wait_final(settings, total, timeout=timeout(60))
+    result = assert_no_loss(settings, sink)
+    figures.update(
+        connections=dict(link.accepted),
+        statuses_at_phase_end=in_flight,
+        drain_after_heal_s=time.monotonic() - healed,
+        drain_s=drained,
+    )
+    return figures, result
+
+
+def _settings(fault_settings: Settings) -> Settings:
+    return dataclasses.replace(
+        fault_settings,
+        smtp_connect_timeout=TIMEOUT,
+        smtp_command_timeout=TIMEOUT,
+        stuck_seconds=STUCK,
+    )
+
+
+def _violations(figures: dict[str, object], limit: float = TIMEOUT) -> list[str]:
+    """What a hung relay must not do to the workers.
+
+    An attempt ends within ``limit``; a batch stops taking rows at half the
+    sweeper's threshold, so a row is ``sending`` at most that plus one attempt
+    and the sweeper never has to call a live worker's row abandoned.
+    """
+    found = []
+    if figures["attempts_in_phase"] < THREADS:  # type: ignore[operator]
+        found.append(f"only {figures['attempts_in_phase']} attempts ended in {PHASE}s")
+    if figures["max_attempt_ms"] > (limit + SLACK) * 1000:  # type: ignore[operator]
+        found.append(f"an attempt took {figures['max_attempt_ms']:.0f} ms")
+    if figures["max_sending_s"] >= STUCK:  # type: ignore[operator]
+        found.append(f"a row stayed sending {figures['max_sending_s']:.1f}s")
+    if figures["swept_as_uncertain"]:
+        found.append(f"{figures['swept_as_uncertain']} rows swept as uncertain")
+    return found
+
+
+def test_relay_that_never_answers_frees_workers_by_the_timeout(
+    fault_settings: Settings, rig: Rig
+) -> None:
+    settings = _settings(fault_settings)
+    figures, result = _run(settings, rig, "silent")
+    report("6a SMTP relay accepts TCP, never answers", figures=result, **figures)
+    assert not _violations(figures), figures
+
+
+def test_relay_answering_a_byte_a_second_frees_workers_by_the_timeout(
+    fault_settings: Settings, rig: Rig
+) -> None:
+    settings = _settings(fault_settings)
+    figures, result = _run(settings, rig, "dribble")
+    report("6b SMTP relay answers one byte a second", figures=result, **figures)
+    # Each byte resets a socket timeout; the attempt's own deadline (connect +
+    # 2 x command timeout, OUTBOX_SMTP_ATTEMPT_TIMEOUT) is what bounds it.
+    attempt_deadline = settings.smtp_connect_timeout + 2 * settings.smtp_command_timeout
+    violations = _violations(figures, limit=attempt_deadline)
+    if violations:
+        raise SlowReplyNotBounded(f"with {TIMEOUT}s timeouts: {'; '.join(violations)}")

@@ -1,0 +1,89 @@
+"""Scenario 1: a worker killed with SIGKILL after the relay's 250, before the row is marked sent.
+
+The SMTP server keeps certain messages and then stalls before answering, so
+the kill lands exactly in the duplicate window: the message has left, the row
+still says ``sending``. The sweeper must return the row, and the resend must
+carry the same Message-ID.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from outbox.config import Settings
+from outbox.testing.sink import ACCEPT, Behaviour
+from tests.acceptance.checks import add_emails, assert_no_loss, query, report, wait_final
+from tests.acceptance.conftest import Rig, child_env, scaled, spawn_workers, timeout
+
+POOLS = {"email_high": (1, 4), "email_bulk": (1, 8)}
+
+
+def test_sigkill_between_the_relays_250_and_the_row_marked_sent(
+    fault_settings: Settings, rig: Rig
+) -> None:
+    settings = fault_settings
+    bulk = add_emails(settings, scaled(800), prefix="nl")
+    high = add_emails(settings, scaled(80), prefix="hi", priority="high")
+    victims = {bulk[i] for i in range(100, len(bulk), len(bulk) // 5)}
+    victims |= {high[i] for i in range(20, len(high), len(high) // 2)}
+    trapped: set[str] = set()
+    lock = threading.Lock()
+
+    def behaviour(address: str) -> Behaviour:
+        with lock:
+            if address in victims and address not in trapped:
+                trapped.add(address)
+                return Behaviour(stall_after_record=30)
+        return ACCEPT
+
+    sink = rig.sink(behaviour)
+    p = rig.pipeline(
+        child_env(settings, sink.url), high=POOLS["email_high"], bulk=POOLS["email_bulk"]
+    )
+    killed_at: dict[str, float] = {}
+    handled = 0
+    kills = 0
+    while handled < len(victims):
+        stalled = sink.wait_for_stalls(handled + 1, timeout=timeout(60))
+        assert len(stalled) > handled, f"victims never reached: {sorted(victims - set(stalled))}"
+        fresh = stalled[handled:]
+        for queue in sorted({"email_high" if r.startswith("hi") else "email_bulk" for r in fresh}):
+            p.kill(queue)  # SIGKILL to the pool's process group, during the stall
+            kills += 1
+            spawn_workers(p, queue, *POOLS[queue])
+        now = time.monotonic()
+        killed_at.update(dict.fromkeys(fresh, now))
+        handled = len(stalled)
+    drained = wait_final(settings, len(bulk) + len(high), timeout=timeout(90))
+    figures = assert_no_loss(settings, sink)
+
+    # Each victim: kept once before the kill, sent again after the sweep, one Message-ID.
+    copies: dict[str, list[tuple[float, str | None]]] = {}
+    for m in sink.messages:
+        for r in m.recipients:
+            copies.setdefault(r, []).append((m.at, m.message_id))
+    recoveries = []
+    for victim in victims:
+        got = copies[victim]
+        assert len(got) >= 2, f"{victim}: {len(got)} copies"
+        assert len({mid for _, mid in got}) == 1
+        recoveries.append(got[1][0] - killed_at[victim])
+    verdicts = dict(
+        query(
+            settings,
+            "SELECT o.recipient, string_agg(a.verdict, ',' ORDER BY a.id) FROM email_outbox o "
+            "JOIN email_attempt a ON a.outbox_id = o.id WHERE o.recipient = ANY(%s) GROUP BY 1",
+            sorted(victims),
+        )
+    )
+    assert all(v.startswith("uncertain") for v in verdicts.values()), verdicts
+    report(
+        "1 worker SIGKILL in the 250 window",
+        figures=figures,
+        kills=kills,
+        victims=len(victims),
+        resend_after_kill_max_s=max(recoveries),
+        resend_after_kill_mean_s=sum(recoveries) / len(recoveries),
+        drain_s=drained,
+    )
