@@ -19,7 +19,7 @@ from outbox.redact import recipient_tag
 from outbox.telemetry.tracing import trace_id_of
 
 if TYPE_CHECKING:
-    import psycopg
+    from outbox.db import store
 
 # Commands import the database layer when they run: `outbox bounces classify`
 # only parses, and starts without loading psycopg.
@@ -102,14 +102,15 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _connect(settings: Settings) -> psycopg.Connection[Any]:
-    import psycopg  # noqa: PLC0415
+def _connect(settings: Settings) -> store.Conn:
+    from outbox.db import store  # noqa: PLC0415
+    from outbox.errors import StoreError  # noqa: PLC0415
 
     try:
-        return psycopg.connect(settings.database_url, connect_timeout=10)
-    except psycopg.OperationalError as exc:
+        return store.connect(settings.database_url)
+    except StoreError as exc:
         raise OutboxError(
-            f"cannot reach Postgres at DATABASE_URL ({exc}); start it or set DATABASE_URL"
+            f"cannot reach Postgres at DATABASE_URL ({exc.__cause__}); start it or set DATABASE_URL"
         ) from exc
 
 
@@ -123,23 +124,16 @@ def cmd_migrate(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def cmd_relay(settings: Settings, args: argparse.Namespace) -> int:
-    from psycopg_pool import ConnectionPool  # noqa: PLC0415
-
+    from outbox.broker import make_broker  # noqa: PLC0415
+    from outbox.db import store  # noqa: PLC0415
     from outbox.models import Priority  # noqa: PLC0415
     from outbox.relay.loop import Relay  # noqa: PLC0415
     from outbox.relay.publish import Publisher  # noqa: PLC0415
     from outbox.telemetry.setup import setup_tracing  # noqa: PLC0415
-    from outbox.worker.broker import make_broker  # noqa: PLC0415
 
     setup_tracing("outbox-relay")
     stop = _stop_on_signals()
-    with ConnectionPool(
-        settings.database_url,
-        min_size=1,
-        max_size=2,
-        check=ConnectionPool.check_connection,
-        name="outbox-relay",
-    ) as pool:
+    with store.Pool(settings.database_url, name="outbox-relay", max_size=2) as pool:
         priorities = [Priority(p) for p in args.priority or ("high", "bulk")]
         Relay(settings, pool, Publisher(make_broker(settings)), priorities=priorities).run(stop)
     return 0
@@ -240,7 +234,7 @@ def cmd_requeue(settings: Settings, args: argparse.Namespace) -> int:
             woken = store.requeue(conn, ref=args.ref)
         else:
             woken = store.requeue(conn, status="dead" if args.dead else "held")
-        conn.commit()
+        store.commit(conn)
     if args.ref and not woken:
         print(f"no failed, dead or held email with key or Message-ID {args.ref!r}", file=sys.stderr)
         return 1
@@ -260,11 +254,11 @@ def cmd_suppress(settings: Settings, args: argparse.Namespace) -> int:
 
             address = normalize_address(args.address)
             added = store.suppress(conn, address, reason=args.reason, scope=args.scope)
-            conn.commit()
+            store.commit(conn)
             print(f"suppressed ({args.scope})" if added else "already suppressed")
         elif args.action == "remove":
             removed = store.unsuppress(conn, args.address)
-            conn.commit()
+            store.commit(conn)
             print("removed" if removed else "not suppressed")
             return 0 if removed else 1
         elif args.action == "check":

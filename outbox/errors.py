@@ -15,7 +15,9 @@
     ├── StoreError               the database failed (the psycopg error is the __cause__)
     ├── BrokerError              the message broker failed (its error is the __cause__)
     ├── TemplateError            a template could not be rendered
-    └── TransportError           a transport is misconfigured (a refused send is a reply)
+    ├── TransportError           a transport is misconfigured (a refused send is a reply)
+    ├── TransportBusy            no send started: the transport is at capacity (not an attempt)
+    └── WebhookError             a webhook body is not an event of its provider
 
 An SMTP rejection is not an exception: the transport returns a reply and
 :func:`outbox.delivery.classify.classify` decides what it means.
@@ -81,3 +83,15 @@ class TemplateError(OutboxError):
 
 class TransportError(OutboxError):
     """A transport is misconfigured."""
+
+
+class TransportBusy(OutboxError):
+    """No send was started: the transport is at capacity. Not an attempt."""
+
+    def __init__(self, reason: str, *, retry_after: float) -> None:
+        super().__init__(reason)
+        self.retry_after = retry_after
+
+
+class WebhookError(OutboxError, ValueError):
+    """The body is not an event of the provider it came for."""

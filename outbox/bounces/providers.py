@@ -22,6 +22,7 @@ from typing import Any
 from outbox.bounces.addresses import clean_address
 from outbox.bounces.model import BounceResult, Failure, Klass
 from outbox.bounces.verdict import judge
+from outbox.errors import WebhookError
 
 PROVIDERS = ("postmark", "resend")
 
@@ -47,10 +48,6 @@ _POSTMARK_SUPPRESSION: dict[str, Klass] = {
 }
 # Reasons kept from a policy reading of the text even when the provider says hard.
 _NOT_ENOUGH = frozenset({"unknown", "unconfirmed_user"})
-
-
-class WebhookError(ValueError):
-    """The body is not an event of the provider it came for."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -59,7 +59,7 @@ _BY_REPLY: dict[int, tuple[str, bool]] = {
 
 
 @dataclass(frozen=True)
-class Verdict:
+class BounceVerdict:
     klass: Klass
     reason: str
     status: str
@@ -163,7 +163,7 @@ def _receiver_says_gone(texts: list[str], hosts: list[str]) -> bool:
     )
 
 
-def judge(failure: Failure) -> Verdict | None:
+def judge(failure: Failure) -> BounceVerdict | None:
     """Class, reason and status for one recipient; ``None`` if it did not fail."""
     action = (failure.action or "").strip().lower()
     if action in NOT_A_FAILURE:
@@ -219,4 +219,4 @@ def judge(failure: Failure) -> Verdict | None:
 
     final_code = code or status.derive(reason, reply, temporary)
     klass: Klass = "hard" if hard else "soft"
-    return Verdict(klass=klass, reason=reason, status=final_code)
+    return BounceVerdict(klass=klass, reason=reason, status=final_code)

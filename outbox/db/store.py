@@ -8,18 +8,25 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import logging
+import threading
+import time
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, LiteralString
 
 import orjson
 import psycopg
+import psycopg.sql
 from psycopg.rows import dict_row, tuple_row
+from psycopg.types.json import Jsonb
+from psycopg_pool import ConnectionPool
 
 from outbox.db.sql import migrations, queries
 from outbox.errors import StoreError
 
 Conn = psycopg.Connection[Any]
+_log = logging.getLogger(__name__)
 
 # Serialises concurrent `outbox migrate` runs; any constant works.
 _MIGRATION_LOCK = 0x0B0C5
@@ -31,6 +38,89 @@ def translate_errors() -> Iterator[None]:
         yield
     except psycopg.Error as exc:
         raise StoreError(f"database error: {exc}") from exc
+
+
+def connect(url: str, *, autocommit: bool = False, timeout: float = 10.0) -> Conn:
+    """A connection of its own, for the processes that keep one (metrics, LISTEN, CLI)."""
+    with translate_errors():
+        return psycopg.connect(url, autocommit=autocommit, connect_timeout=max(1, int(timeout)))
+
+
+def commit(conn: Conn) -> None:
+    with translate_errors():
+        conn.commit()
+
+
+def rollback(conn: Conn) -> None:
+    with translate_errors():
+        conn.rollback()
+
+
+class Pool:
+    """A connection pool whose every failure is a :class:`StoreError`.
+
+    psycopg_pool raises its own errors (a wait that timed out, a closed pool)
+    and the connection's exit commits, which can fail too: callers see one
+    error type, whichever step broke.
+    """
+
+    def __init__(
+        self, url: str, *, name: str, min_size: int = 1, max_size: int = 4, timeout: float = 30.0
+    ) -> None:
+        self._pool = ConnectionPool(
+            url,
+            min_size=min_size,
+            max_size=max_size,
+            timeout=timeout,
+            check=ConnectionPool.check_connection,
+            name=name,
+            open=True,
+        )
+
+    @contextlib.contextmanager
+    def connection(self, timeout: float | None = None) -> Iterator[Conn]:
+        """A connection whose transaction commits when the block ends without error."""
+        with translate_errors(), self._pool.connection(timeout) as conn:
+            yield conn
+
+    def close(self) -> None:
+        self._pool.close()
+
+    def __enter__(self) -> Pool:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class Listener:
+    """LISTEN on a dedicated connection, re-opened when it breaks."""
+
+    def __init__(self, conninfo: str, channel: str) -> None:
+        self.conninfo = conninfo
+        self.channel = psycopg.sql.Identifier(channel)
+        self.conn: psycopg.Connection[tuple[object, ...]] | None = None
+
+    def wait(self, timeout: float, stop: threading.Event) -> None:
+        try:
+            if self.conn is None or self.conn.closed:
+                self.conn = psycopg.connect(self.conninfo, autocommit=True, connect_timeout=5)
+                self.conn.execute(psycopg.sql.SQL("LISTEN {}").format(self.channel))
+            # Short slices so that a stop request is seen within a quarter second.
+            deadline = time.monotonic() + timeout
+            while not stop.is_set():
+                left = deadline - time.monotonic()
+                if left <= 0 or list(self.conn.notifies(timeout=min(left, 0.25), stop_after=1)):
+                    return
+        except psycopg.Error as exc:
+            _log.warning("LISTEN connection lost (%s); polling", exc)
+            self.close()
+            stop.wait(timeout)
+
+    def close(self) -> None:
+        if self.conn is not None:
+            self.conn.close()
+            self.conn = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -397,6 +487,141 @@ def status_counts_by_prefix(conn: Conn, prefix: str) -> list[tuple[str, str, int
 def sent_by_prefix(conn: Conn, prefix: str) -> list[dict[str, Any]]:
     with translate_errors(), conn.cursor(row_factory=dict_row) as cur:
         return cur.execute(queries["sent_by_prefix"], {"prefix": prefix}).fetchall()
+
+
+def unsubscribe_recipient(conn: Conn, outbox_id: int) -> str | None:
+    with translate_errors():
+        row = conn.execute(queries["unsubscribe_recipient"], {"id": outbox_id}).fetchone()
+    return None if row is None else str(row[0])
+
+
+def store_template_version(
+    conn: Conn,
+    *,
+    version: str,
+    name: str,
+    files: dict[str, str],
+    compiled_html: str | None,
+    compiled_text: str | None,
+) -> None:
+    """Commit a template version on a short connection of its own (see message.versions)."""
+    args = {
+        "hash": version,
+        "name": name,
+        "files": Jsonb(files),
+        "compiled_html": compiled_html,
+        "compiled_text": compiled_text,
+    }
+    try:
+        with psycopg.connect(
+            conn.info.dsn, password=conn.info.password, autocommit=True, connect_timeout=10
+        ) as own:
+            own.execute(queries["store_template_version"], args)
+    except psycopg.Error as exc:
+        raise StoreError(f"could not store template version: {exc}") from exc
+
+
+def find_template_version(conn: Conn, version: str) -> tuple[Any, ...] | None:
+    """(files, compiled_html, compiled_text, name) of a stored version, if any."""
+    with translate_errors():
+        row = conn.execute(queries["find_template_version"], {"hash": version}).fetchone()
+    return None if row is None else tuple(row)
+
+
+# The metrics exporter's reads. Each scrape is one read-only REPEATABLE READ
+# snapshot (connect_snapshot); the exporter follows three id sequences.
+_METRIC_STREAMS: dict[str, tuple[LiteralString, LiteralString, LiteralString]] = {
+    # stream: (ids not visible yet, ids now visible, what is new)
+    "rows": (
+        queries["metrics_missing_rows"],
+        queries["metrics_found_rows"],
+        queries["metrics_new_rows"],
+    ),
+    "events": (
+        queries["metrics_missing_events"],
+        queries["metrics_found_events"],
+        queries["metrics_new_transitions"],
+    ),
+    "attempts": (
+        queries["metrics_missing_attempts"],
+        queries["metrics_found_attempts"],
+        queries["metrics_new_attempts"],
+    ),
+}
+
+
+def connect_snapshot(url: str) -> Conn:
+    conn = connect(url, timeout=5)
+    with translate_errors():
+        conn.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ
+        conn.read_only = True
+    return conn
+
+
+def metrics_tops(conn: Conn) -> tuple[int, int, int, float]:
+    """Highest visible id of rows, events and attempts, and the database clock."""
+    with translate_errors():
+        row = conn.execute(queries["metrics_tops"]).fetchone()
+    assert row is not None
+    return int(row[0] or 0), int(row[1] or 0), int(row[2] or 0), float(row[3])
+
+
+def metrics_missing(conn: Conn, stream: str, *, low: int, high: int) -> list[int]:
+    with translate_errors():
+        rows = conn.execute(_METRIC_STREAMS[stream][0], {"low": low, "high": high}).fetchall()
+    return [int(r[0]) for r in rows]
+
+
+def metrics_found(conn: Conn, stream: str, ids: list[int]) -> list[int]:
+    with translate_errors():
+        rows = conn.execute(_METRIC_STREAMS[stream][1], {"ids": ids}).fetchall()
+    return [int(r[0]) for r in rows]
+
+
+def metrics_new(conn: Conn, stream: str, args: dict[str, Any]) -> list[tuple[Any, ...]]:
+    with translate_errors():
+        return [tuple(r) for r in conn.execute(_METRIC_STREAMS[stream][2], args).fetchall()]
+
+
+def metrics_visible(conn: Conn, bounds: dict[str, Any]) -> tuple[int, int, int]:
+    with translate_errors():
+        row = conn.execute(queries["metrics_visible"], bounds).fetchone()
+    assert row is not None
+    return int(row[0]), int(row[1]), int(row[2])
+
+
+def metrics_seed(conn: Conn) -> tuple[list[Any], list[Any], Any]:
+    """Counts per status and priority, sends per minute, the last publish."""
+    with translate_errors():
+        last = conn.execute(queries["metrics_seed_last_publish"]).fetchone()
+        counts = conn.execute(queries["metrics_seed_counts"]).fetchall()
+        minutes = conn.execute(queries["metrics_seed_sent_minutes"]).fetchall()
+    return list(counts), list(minutes), last[0] if last else None
+
+
+@dataclass(frozen=True, slots=True)
+class MetricsCurrent:
+    in_flight: list[tuple[Any, ...]]  # priority, status, count
+    heads: list[tuple[Any, ...]]  # priority, oldest unsent age, oldest due age
+    bounces: list[tuple[Any, ...]]  # class, count over 24 h
+    reports: list[tuple[Any, ...]]  # source, outcome, count over 24 h
+    suppressed: int
+
+
+def metrics_current(conn: Conn, priorities: list[str]) -> MetricsCurrent:
+    with translate_errors():
+        in_flight = conn.execute(queries["metrics_in_flight"]).fetchall()
+        heads = conn.execute(queries["metrics_heads"], {"priorities": priorities}).fetchall()
+        bounces = conn.execute(queries["metrics_bounces_24h"]).fetchall()
+        reports = conn.execute(queries["metrics_bounce_reports_24h"]).fetchall()
+        suppressed = conn.execute(queries["metrics_suppressed"]).fetchone()
+    return MetricsCurrent(
+        [tuple(r) for r in in_flight],
+        [tuple(r) for r in heads],
+        [tuple(r) for r in bounces],
+        [tuple(r) for r in reports],
+        int(suppressed[0]) if suppressed else 0,
+    )
 
 
 @dataclass(frozen=True, slots=True)

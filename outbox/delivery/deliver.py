@@ -16,11 +16,9 @@ import time
 from collections.abc import Callable, Sequence
 from email.utils import parseaddr
 
-import psycopg
 from opentelemetry import trace
 from opentelemetry.trace import Link, Span, SpanKind, StatusCode
 from opentelemetry.trace import Status as TraceStatus
-from psycopg_pool import ConnectionPool
 
 from outbox.config import Settings
 from outbox.db import store
@@ -109,7 +107,7 @@ class Delivery:
     def __init__(
         self,
         settings: Settings,
-        pool: ConnectionPool,
+        pool: store.Pool,
         transport: Transport,
         *,
         rand: Callable[[], float] = random.random,
@@ -290,7 +288,7 @@ class Delivery:
             try:
                 with self.pool.connection() as conn:
                     kept = store.record_results(conn, worker, records)
-            except (StoreError, psycopg.Error) as exc:
+            except StoreError as exc:
                 if delay is None:
                     log.error(
                         "could not record %d results (%s); the sweeper will return these rows",

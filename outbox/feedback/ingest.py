@@ -19,7 +19,7 @@ from outbox.bounces import BounceResult, parse_bounce, providers
 from outbox.config import Settings
 from outbox.db import store
 from outbox.feedback.policy import Link, effects, soft_streak_reached
-from outbox.message.return_path import outbox_id_from_token, token_from_address
+from outbox.message.return_path import outbox_id_from_token, row_token_from_address
 from outbox.models import Priority
 from outbox.redact import recipient_tag
 from outbox.telemetry.tracing import context_from, email_attributes, span_context_from, tracer
@@ -158,9 +158,9 @@ def ingest(
 ) -> Processed:
     """Store a bounce, commit, then process it (a pipe transport or a file)."""
     bounce_id = store.store_bounce(conn, raw, envelope_to)
-    conn.commit()
+    store.commit(conn)
     processed = process_bounce(conn, bounce_id, settings)
-    conn.commit()
+    store.commit(conn)
     assert processed is not None
     return processed
 
@@ -171,7 +171,7 @@ def process_pending(conn: store.Conn, settings: Settings) -> int:
     for bounce_id in store.unprocessed_bounces(conn):
         if process_bounce(conn, bounce_id, settings) is not None:
             done += 1
-        conn.commit()
+        store.commit(conn)
     return done
 
 
@@ -186,7 +186,7 @@ def _provider_link(conn: store.Conn, report: providers.ProviderReport) -> Link:
 def _link(
     conn: store.Conn, stored: store.StoredBounce, results: list[BounceResult], settings: Settings
 ) -> Link:
-    tokens = [token_from_address(stored.envelope_to or "")]
+    tokens = [row_token_from_address(stored.envelope_to or "")]
     tokens += [r.verp_token for r in results]
     token = next((t for t in tokens if t), None)
     if token is not None and settings.secret:

@@ -14,7 +14,6 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from aiosmtpd.controller import Controller
-from psycopg_pool import ConnectionPool
 
 from outbox.config import Settings
 from outbox.db import store
@@ -55,7 +54,7 @@ class _Handler:
 
 
 class BounceServer:
-    def __init__(self, settings: Settings, pool: ConnectionPool) -> None:
+    def __init__(self, settings: Settings, pool: store.Pool) -> None:
         if not settings.bounce_domain:
             raise ConfigError("OUTBOX_BOUNCE_DOMAIN must be set to receive bounces")
         self.settings = settings
@@ -100,9 +99,7 @@ class BounceServer:
 
 
 def serve(settings: Settings, stop: threading.Event) -> None:
-    with ConnectionPool(
-        settings.database_url, min_size=1, max_size=4, check=ConnectionPool.check_connection
-    ) as pool:
+    with store.Pool(settings.database_url, name="outbox-bounces", max_size=4) as pool:
         server = BounceServer(settings, pool)
         server.start()
         try:

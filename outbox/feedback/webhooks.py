@@ -16,13 +16,10 @@ import time
 from collections.abc import Callable, Mapping
 from http import HTTPStatus
 
-import psycopg
-from psycopg_pool import ConnectionPool, PoolTimeout
-
 from outbox.bounces import providers
 from outbox.config import Settings
 from outbox.db import store
-from outbox.errors import StoreError
+from outbox.errors import StoreError, WebhookError
 from outbox.feedback.ingest import process_bounce
 from outbox.feedback.webhook_auth import basic_auth_matches, svix_signature_valid
 
@@ -36,7 +33,7 @@ class ProviderWebhooks:
     """What the endpoint does, apart from HTTP parsing (tested directly)."""
 
     def __init__(
-        self, settings: Settings, pool: ConnectionPool, clock: Callable[[], float] = time.time
+        self, settings: Settings, pool: store.Pool, clock: Callable[[], float] = time.time
     ) -> None:
         self.settings = settings
         self.pool = pool
@@ -53,13 +50,13 @@ class ProviderWebhooks:
             return HTTPStatus.UNAUTHORIZED, "not authenticated\n"
         try:
             report = providers.parse(provider, body, _header(headers, "svix-id"))
-        except providers.WebhookError as exc:
+        except WebhookError as exc:
             return HTTPStatus.BAD_REQUEST, f"{exc}\n"
         if not report.results:
             return HTTPStatus.OK, "not a bounce or complaint: ignored\n"
         try:
             return self._store_and_process(report, body)
-        except (psycopg.Error, PoolTimeout, StoreError):
+        except StoreError:
             log.exception("a %s webhook call was not stored; the provider retries", provider)
             return HTTPStatus.SERVICE_UNAVAILABLE, "try again\n"
 
@@ -68,16 +65,16 @@ class ProviderWebhooks:
             bounce_id = store.store_report(
                 conn, body, source=report.provider, event_id=report.event_id
             )
-            conn.commit()  # kept before anything acts on it
+            store.commit(conn)  # kept before anything acts on it
             if bounce_id is None:
                 return HTTPStatus.OK, "already received\n"
             try:
                 processed = process_bounce(conn, bounce_id, self.settings)
-                conn.commit()
-            except (psycopg.Error, StoreError):
+                store.commit(conn)
+            except StoreError:
                 # Stored and answered: `outbox bounces reprocess` finishes it.
                 log.exception("%s report #%d stored, not processed", report.provider, bounce_id)
-                conn.rollback()
+                store.rollback(conn)
                 return HTTPStatus.OK, "stored\n"
         if processed is not None and processed.link.outbox_id is None:
             log.warning("%s report #%d names no email sent from here", report.provider, bounce_id)

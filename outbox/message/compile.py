@@ -19,7 +19,7 @@ import mjml
 
 from outbox.errors import TemplateError
 from outbox.message.placeholders import protect
-from outbox.message.plaintext import html_to_text
+from outbox.message.plaintext import text_from_html
 
 SUBJECT, MJML, HTML, TEXT, META = (
     "subject.txt",
@@ -52,7 +52,7 @@ def compile_files(files: Mapping[str, str]) -> Compiled:
         return Compiled(html, files[TEXT], text_derived=False)
     if html is None:
         raise TemplateError(f"has no {TEXT}, {MJML} or {HTML}")
-    return Compiled(html, html_to_text(html), text_derived=True)
+    return Compiled(html, text_from_html(html), text_derived=True)
 
 
 def compile_mjml(source: str) -> str:

@@ -32,7 +32,7 @@ _LAYOUT_ROWS = "//table[@role='presentation']/tr|//table[@role='presentation']/t
 _BLANK_LINES = re.compile(r"\n{3,}")
 
 
-def html_to_text(html: str) -> str:
+def text_from_html(html: str) -> str:
     """A Jinja text template that reads like ``html`` rendered with the same params."""
     protected = protect(html)
     document = lxml.html.document_fromstring(protected.text)

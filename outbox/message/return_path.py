@@ -35,7 +35,7 @@ def outbox_id_from_token(value: str, *, secret: str) -> int | None:
     return int(match.group(1), 36)
 
 
-def token_from_address(address: str) -> str | None:
+def row_token_from_address(address: str) -> str | None:
     """``bounces+TOKEN@domain`` -> ``TOKEN`` (None for any other address)."""
     return find_token_in(address, LOCAL_PREFIX)
 

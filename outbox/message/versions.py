@@ -17,14 +17,10 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from contextlib import AbstractContextManager
-from typing import Any
 
-import psycopg
-from psycopg.types.json import Jsonb
-
-from outbox.db.sql import queries
-from outbox.db.store import Conn, translate_errors
-from outbox.errors import StoreError, TemplateError, UnknownTemplate
+from outbox.db import store
+from outbox.db.store import Conn
+from outbox.errors import TemplateError, UnknownTemplate
 from outbox.message.render import Template, TemplateSet
 
 _stored: set[tuple[bytes, bytes, bytes, str]] = set()  # database and version, committed
@@ -37,23 +33,17 @@ def ensure_stored(conn: Conn, template: Template) -> None:
     key = (pgconn.host, pgconn.port, pgconn.db, template.version)
     if key in _stored:
         return
-    args = {
-        "hash": template.version,
-        "name": template.name,
-        "files": Jsonb(dict(template.files)),
-        "compiled_html": template.compiled_html,
-        "compiled_text": template.compiled_text,
-    }
     with _lock:
         if key in _stored:
             return
-        try:
-            with psycopg.connect(
-                conn.info.dsn, password=conn.info.password, autocommit=True, connect_timeout=10
-            ) as own:
-                own.execute(queries["store_template_version"], args)
-        except psycopg.Error as exc:
-            raise StoreError(f"could not store template version: {exc}") from exc
+        store.store_template_version(
+            conn,
+            version=template.version,
+            name=template.name,
+            files=dict(template.files),
+            compiled_html=template.compiled_html,
+            compiled_text=template.compiled_text,
+        )
         _stored.add(key)
 
 
@@ -75,8 +65,8 @@ def resolve(
         current = None  # gone or broken now; the stored version still renders
     if current is not None and current.version == version:
         return current
-    with connect() as conn, translate_errors():
-        row: Any = conn.execute(queries["find_template_version"], {"hash": version}).fetchone()
+    with connect() as conn:
+        row = store.find_template_version(conn, version)
     if row is None:
         raise TemplateError(f"template {name!r} version {version} is not stored")
     return templates.from_stored(row[0], version, row[1], row[2], row[3])

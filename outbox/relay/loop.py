@@ -17,9 +17,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-import psycopg
 from opentelemetry.trace import Link, SpanKind
-from psycopg_pool import ConnectionPool
 
 from outbox.config import Settings
 from outbox.db import store
@@ -47,7 +45,7 @@ class Relay:
     def __init__(
         self,
         settings: Settings,
-        pool: ConnectionPool,
+        pool: store.Pool,
         publish: Publish,
         *,
         name: str | None = None,
@@ -88,7 +86,7 @@ class Relay:
 
     def run(self, stop: threading.Event) -> None:
         """Loop until ``stop`` is set: publish, sweep now and then, wait for work."""
-        listener = _Listener(self.settings.database_url)
+        listener = store.Listener(self.settings.database_url, NOTIFY_CHANNEL)
         log.info("relay %s started", self.name)
         failures = 0
         try:
@@ -105,7 +103,7 @@ class Relay:
                     else:
                         timeout = self._until_next_due()
                     failures = 0
-                except (OutboxError, psycopg.Error, OSError) as exc:
+                except (OutboxError, OSError) as exc:
                     # Postgres or the broker is away: nothing was committed, so
                     # nothing is lost; wait and try again.
                     failures += 1
@@ -177,32 +175,3 @@ def _group(
     """A login code travels alone; bulk rows share a message to save overhead."""
     size = 1 if priority is Priority.HIGH else bulk_batch
     return [claimed[i : i + size] for i in range(0, len(claimed), size)]
-
-
-class _Listener:
-    """LISTEN on a dedicated connection, re-opened when it breaks."""
-
-    def __init__(self, conninfo: str) -> None:
-        self.conninfo = conninfo
-        self.conn: psycopg.Connection[tuple[object, ...]] | None = None
-
-    def wait(self, timeout: float, stop: threading.Event) -> None:
-        try:
-            if self.conn is None or self.conn.closed:
-                self.conn = psycopg.connect(self.conninfo, autocommit=True, connect_timeout=5)
-                self.conn.execute(f"LISTEN {NOTIFY_CHANNEL}")
-            # Short slices so that a stop request is seen within a quarter second.
-            deadline = time.monotonic() + timeout
-            while not stop.is_set():
-                left = deadline - time.monotonic()
-                if left <= 0 or list(self.conn.notifies(timeout=min(left, 0.25), stop_after=1)):
-                    return
-        except psycopg.Error as exc:
-            log.warning("LISTEN connection lost (%s); polling", exc)
-            self.close()
-            stop.wait(timeout)
-
-    def close(self) -> None:
-        if self.conn is not None:
-            self.conn.close()
-            self.conn = None

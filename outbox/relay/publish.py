@@ -9,9 +9,9 @@ import dramatiq.errors
 import redis
 from opentelemetry import propagate
 
+from outbox.broker import queue_name
 from outbox.errors import BrokerError
 from outbox.models import Priority
-from outbox.worker.broker import queue_name
 
 ACTOR_NAMES = {Priority.HIGH: "deliver_high", Priority.BULK: "deliver_bulk"}
 

@@ -13,14 +13,14 @@ import threading
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, LiteralString
+from typing import Any
 
-import psycopg
 from prometheus_client import start_http_server
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector, CollectorRegistry
 
-from outbox.db.sql import queries
+from outbox.db import store
+from outbox.errors import StoreError
 from outbox.telemetry.metrics import (
     LATENCY_BUCKETS,
     PRIORITIES,
@@ -35,17 +35,13 @@ from outbox.telemetry.metrics import (
 
 log = logging.getLogger(__name__)
 
-Conn = psycopg.Connection[Any]
+Conn = store.Conn
 
 # At start, ids this far below the top that are not visible yet are followed as
 # gaps: transactions still open while the exporter counted.
 SEED_GAP_WINDOW = 10_000
-# (name of the sequence, its "missing" and "found" queries)
-_STREAMS = (
-    ("rows", queries["metrics_missing_rows"], queries["metrics_found_rows"]),
-    ("events", queries["metrics_missing_events"], queries["metrics_found_events"]),
-    ("attempts", queries["metrics_missing_attempts"], queries["metrics_found_attempts"]),
-)
+# The id sequences followed: new rows, status changes, attempts.
+_STREAMS = ("rows", "events", "attempts")
 
 
 class OutboxCollector(Collector):
@@ -63,7 +59,7 @@ class OutboxCollector(Collector):
             current: Current | None = None
             try:
                 current = self.scrape()
-            except psycopg.Error as exc:
+            except StoreError as exc:
                 log.warning("metrics scrape failed: %s", exc)
                 self.close()
             elapsed = time.perf_counter() - started
@@ -91,16 +87,14 @@ class OutboxCollector(Collector):
                 log.info("counted the outbox in %.2fs", time.perf_counter() - started)
             read = _read(conn, tally, tops)
         finally:
-            conn.rollback()  # read-only: ends the snapshot
+            store.rollback(conn)  # read-only: ends the snapshot
         tally.apply(read)
         self.tally = tally
         return read.current
 
     def _connection(self) -> Conn:
         if self._conn is None or self._conn.closed:
-            self._conn = psycopg.connect(self.database_url, connect_timeout=5)
-            self._conn.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ
-            self._conn.read_only = True
+            self._conn = store.connect_snapshot(self.database_url)
         return self._conn
 
     def close(self) -> None:
@@ -116,9 +110,8 @@ class Tops:
 
 
 def _tops(conn: Conn) -> Tops:
-    row = conn.execute(queries["metrics_tops"]).fetchone()
-    assert row is not None
-    return Tops((int(row[0] or 0), int(row[1] or 0), int(row[2] or 0)), float(row[3]))
+    rows, events, attempts, now = store.metrics_tops(conn)
+    return Tops((rows, events, attempts), now)
 
 
 def _restarted(tally: Tally, tops: Tops) -> bool:
@@ -131,65 +124,52 @@ def _seed(conn: Conn, tops: Tops) -> Tally:
     """Count the table once; the cursors start at the tops of this snapshot."""
     now = tops.now
     cursors = []
-    for (_, missing_query, _), top in zip(_STREAMS, tops.ids, strict=True):
+    for stream, top in zip(_STREAMS, tops.ids, strict=True):
         cursor = Cursor(top)
         low = max(top - SEED_GAP_WINDOW, 0) + 1
-        cursor.advance(top, _column(conn, missing_query, {"low": low, "high": top}), [], now)
+        cursor.advance(top, store.metrics_missing(conn, stream, low=low, high=top), [], now)
         cursors.append(cursor)
-    row = conn.execute(queries["metrics_seed_last_publish"]).fetchone()
-    return Tally.seeded(
-        conn.execute(queries["metrics_seed_counts"]).fetchall(),
-        conn.execute(queries["metrics_seed_sent_minutes"]).fetchall(),
-        row[0] if row else None,
-        (cursors[0], cursors[1], cursors[2]),
-    )
+    counts, sent_minutes, last_publish = store.metrics_seed(conn)
+    return Tally.seeded(counts, sent_minutes, last_publish, (cursors[0], cursors[1], cursors[2]))
 
 
 def _read(conn: Conn, tally: Tally, tops: Tops) -> Scrape:
     """Everything new since the last scrape, and the values read whole."""
     cursors = {"rows": tally.rows, "events": tally.events, "attempts": tally.attempts}
     bounds: dict[str, Any] = {}
-    for (name, _, _), top in zip(_STREAMS, tops.ids, strict=True):
+    for name, top in zip(_STREAMS, tops.ids, strict=True):
         bounds[f"{name}_low"], bounds[f"{name}_high"] = cursors[name].after + 1, top
-    visible = conn.execute(queries["metrics_visible"], bounds).fetchone()
-    assert visible is not None
+    visible = store.metrics_visible(conn, bounds)
     ranges: dict[str, dict[str, Any]] = {}
     gaps: dict[str, tuple[list[int], list[int]]] = {}
-    for (name, missing_query, found_query), top, seen in zip(
-        _STREAMS, tops.ids, visible, strict=True
-    ):
+    for name, top, seen in zip(_STREAMS, tops.ids, visible, strict=True):
         cursor = cursors[name]
         missing = (
-            _column(conn, missing_query, {"low": cursor.after + 1, "high": top})
+            store.metrics_missing(conn, name, low=cursor.after + 1, high=top)
             if seen < top - cursor.after
             else []
         )
-        found = _column(conn, found_query, {"ids": list(cursor.gaps)}) if cursor.gaps else []
+        found = store.metrics_found(conn, name, list(cursor.gaps)) if cursor.gaps else []
         ranges[name] = {"after": cursor.after, "upto": max(top, cursor.after), "found": found}
         gaps[name] = (missing, found)
 
-    def stream(name: str, query: LiteralString, **extra: Any) -> StreamRead:
+    def stream(name: str, **extra: Any) -> StreamRead:
         args = {**ranges[name], **extra}
-        rows = conn.execute(query, args).fetchall()
+        rows = store.metrics_new(conn, name, args)
         return StreamRead(args["upto"], gaps[name][0], gaps[name][1], rows)
 
     return Scrape(
-        rows=stream("rows", queries["metrics_new_rows"]),
-        events=stream("events", queries["metrics_new_transitions"], bounds=list(LATENCY_BUCKETS)),
-        attempts=stream("attempts", queries["metrics_new_attempts"], bounds=list(SEND_BUCKETS)),
+        rows=stream("rows"),
+        events=stream("events", bounds=list(LATENCY_BUCKETS)),
+        attempts=stream("attempts", bounds=list(SEND_BUCKETS)),
         current=_current(conn, tops.now),
     )
 
 
 def _current(conn: Conn, now: float) -> Current:
-    in_flight = {
-        (status, priority): int(n)
-        for priority, status, n in conn.execute(queries["metrics_in_flight"]).fetchall()
-    }
-    heads = conn.execute(queries["metrics_heads"], {"priorities": list(PRIORITIES)}).fetchall()
-    bounces = conn.execute(queries["metrics_bounces_24h"]).fetchall()
-    reports = conn.execute(queries["metrics_bounce_reports_24h"]).fetchall()
-    suppressed = conn.execute(queries["metrics_suppressed"]).fetchone()
+    read = store.metrics_current(conn, list(PRIORITIES))
+    in_flight = {(status, priority): int(n) for priority, status, n in read.in_flight}
+    heads, bounces, reports, suppressed = read.heads, read.bounces, read.reports, read.suppressed
     return Current(
         now=now,
         in_flight=in_flight,
@@ -197,12 +177,8 @@ def _current(conn: Conn, now: float) -> Current:
         oldest_due={priority: float(due) for priority, _, due in heads},
         bounces_24h={str(klass): int(n) for klass, n in bounces},
         bounce_reports_24h={(str(src), str(outcome)): int(n) for src, outcome, n in reports},
-        suppressed_addresses=int(suppressed[0]) if suppressed else 0,
+        suppressed_addresses=suppressed,
     )
-
-
-def _column(conn: Conn, query: LiteralString, args: dict[str, Any]) -> list[int]:
-    return [int(r[0]) for r in conn.execute(query, args).fetchall()]
 
 
 def serve(
@@ -220,7 +196,7 @@ def serve(
     collector = OutboxCollector(database_url)
     try:
         collector.scrape()  # the one full count, before Prometheus starts asking
-    except psycopg.Error as exc:
+    except StoreError as exc:
         log.warning("cannot read the outbox yet (%s); every scrape tries again", exc)
         collector.close()
     registry.register(collector)

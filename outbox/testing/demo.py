@@ -12,8 +12,6 @@ import os
 import time
 import uuid
 
-import psycopg
-
 from outbox.config import Settings
 from outbox.db import store
 from outbox.intake import enqueue, enqueue_many
@@ -25,7 +23,7 @@ TERMINAL = {"sent", "failed", "dead", "held"}
 
 def run_demo(settings: Settings, *, newsletter: int, timeout: float) -> int:
     run = f"demo-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}"
-    with psycopg.connect(settings.database_url) as conn:
+    with store.connect(settings.database_url) as conn:
         store.migrate(conn)
     with SmtpSink() as sink:
         env = {
@@ -35,7 +33,7 @@ def run_demo(settings: Settings, *, newsletter: int, timeout: float) -> int:
         }
         with Pipeline(env, high=(1, 4), bulk=(1, 8), split_relays=True):
             started = time.monotonic()
-            with psycopg.connect(settings.database_url) as conn:
+            with store.connect(settings.database_url) as conn:
                 enqueue_many(
                     conn,
                     (
@@ -53,7 +51,7 @@ def run_demo(settings: Settings, *, newsletter: int, timeout: float) -> int:
                         for i in range(newsletter)
                     ),
                 )
-                conn.commit()
+                store.commit(conn)
                 # The login code arrives while the newsletter is draining.
                 deadline = time.monotonic() + timeout
                 while len(sink.messages) < min(50, newsletter) and time.monotonic() < deadline:
@@ -67,14 +65,14 @@ def run_demo(settings: Settings, *, newsletter: int, timeout: float) -> int:
                     params={"name": "Alice", "code": "482913", "product": "Outbox", "minutes": 10},
                     priority="high",
                 )
-                conn.commit()
+                store.commit(conn)
             print(
                 f"run {run}: enqueued a {newsletter}-recipient newsletter, then a login code"
                 f" while {waiting} newsletter emails were still waiting"
             )
             counts = _wait(settings, run, newsletter + 1, timeout)
             elapsed = time.monotonic() - started
-    with psycopg.connect(settings.database_url) as conn:
+    with store.connect(settings.database_url) as conn:
         sent = store.sent_by_prefix(conn, run)
     _report(counts, sent, sink, login.message_id, elapsed)
     delivered = {m.message_id for m in sink.messages}
@@ -84,7 +82,7 @@ def run_demo(settings: Settings, *, newsletter: int, timeout: float) -> int:
 
 def _wait(settings: Settings, run: str, total: int, timeout: float) -> dict[str, int]:
     deadline = time.monotonic() + timeout
-    with psycopg.connect(settings.database_url, autocommit=True) as conn:
+    with store.connect(settings.database_url, autocommit=True) as conn:
         while True:
             counts: dict[str, int] = collections.Counter()
             for status, _priority, count in store.status_counts_by_prefix(conn, run):

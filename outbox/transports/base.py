@@ -5,7 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
+from outbox.errors import TransportBusy
 from outbox.models import Reply
+
+__all__ = ["OutgoingMessage", "Transport", "TransportBusy"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -24,11 +27,3 @@ class Transport(Protocol):
     def send(self, message: OutgoingMessage) -> Reply: ...
 
     def close(self) -> None: ...
-
-
-class TransportBusy(Exception):
-    """No send was started: the transport is at capacity. Not an attempt."""
-
-    def __init__(self, reason: str, *, retry_after: float) -> None:
-        super().__init__(reason)
-        self.retry_after = retry_after

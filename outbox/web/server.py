@@ -21,13 +21,9 @@ from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, urlsplit
 
-import psycopg
-from psycopg_pool import ConnectionPool, PoolTimeout
-
 from outbox.bounces.providers import PROVIDERS
 from outbox.config import Settings
 from outbox.db import store
-from outbox.db.sql import queries
 from outbox.errors import ConfigError, StoreError
 from outbox.feedback.webhooks import PREFIX as WEBHOOKS
 from outbox.feedback.webhooks import ProviderWebhooks
@@ -59,7 +55,7 @@ class Response:
 class Unsubscribes:
     """What the endpoint does, apart from HTTP parsing (tested directly)."""
 
-    def __init__(self, settings: Settings, pool: ConnectionPool) -> None:
+    def __init__(self, settings: Settings, pool: store.Pool) -> None:
         if not settings.secret:
             raise ConfigError("the unsubscribe endpoint needs OUTBOX_SECRET to verify tokens")
         self.secret = settings.secret
@@ -79,7 +75,7 @@ class Unsubscribes:
             return _page(HTTPStatus.BAD_REQUEST, "Not understood", "Use the button to unsubscribe.")
         try:
             address = self._recipient(outbox_id, suppress=method == "POST")
-        except (psycopg.Error, PoolTimeout, StoreError):
+        except StoreError:
             log.exception("unsubscribe for email %s failed", outbox_id)
             return _page(HTTPStatus.SERVICE_UNAVAILABLE, "Try again", "Please try again later.")
         if address is None:
@@ -107,10 +103,9 @@ class Unsubscribes:
 
     def _recipient(self, outbox_id: int, *, suppress: bool) -> str | None:
         with self.pool.connection() as conn:  # commits on leaving
-            found = conn.execute(queries["unsubscribe_recipient"], {"id": outbox_id}).fetchone()
-            if found is None:
+            address = store.unsubscribe_recipient(conn, outbox_id)
+            if address is None:
                 return None
-            address = str(found[0])
             if suppress:
                 # Idempotent: an address already suppressed stays so, with the same answer.
                 store.suppress(conn, address, reason="unsubscribe", scope="bulk")
@@ -120,7 +115,7 @@ class Unsubscribes:
 class App:
     """Routes a request to the webhooks or to the unsubscribe links."""
 
-    def __init__(self, settings: Settings, pool: ConnectionPool) -> None:
+    def __init__(self, settings: Settings, pool: store.Pool) -> None:
         self.webhooks = ProviderWebhooks(settings, pool)
         self.unsubscribes = Unsubscribes(settings, pool) if settings.secret else None
         if self.unsubscribes is None and not any(map(self.webhooks.configured, PROVIDERS)):
@@ -146,9 +141,7 @@ class App:
         return self.unsubscribes.handle(method, target, body)
 
 
-def make_server(
-    settings: Settings, pool: ConnectionPool, host: str, port: int
-) -> ThreadingHTTPServer:
+def make_server(settings: Settings, pool: store.Pool, host: str, port: int) -> ThreadingHTTPServer:
     app = App(settings, pool)
 
     class Handler(BaseHTTPRequestHandler):
@@ -195,9 +188,7 @@ def make_server(
 
 def serve(settings: Settings, host: str, port: int, stop: threading.Event) -> None:
     """Serve until ``stop`` is set."""
-    with ConnectionPool(
-        settings.database_url, min_size=1, max_size=4, name="outbox-web", open=True
-    ) as pool:
+    with store.Pool(settings.database_url, name="outbox-web", max_size=4) as pool:
         server = make_server(settings, pool, host, port)
         thread = threading.Thread(target=server.serve_forever, name="outbox-web", daemon=True)
         thread.start()

@@ -9,11 +9,16 @@ exits non-zero instead of reporting "ready for action".
 
 from __future__ import annotations
 
+import dramatiq
+
+from outbox.broker import make_broker
 from outbox.preflight import settings_or_exit
-from outbox.worker.broker import install
+from outbox.telemetry.worker_metrics import add_worker_metrics
 
 settings = settings_or_exit("worker")
-broker = install(settings)
+broker = make_broker(settings)
+add_worker_metrics(broker)  # only for a pool started with dramatiq_prom_db
+dramatiq.set_broker(broker)
 
 from outbox.worker import actors  # noqa: E402  (after the broker, on purpose)
 from outbox.worker.middleware import ShutdownSignal, Tracing, Warmup  # noqa: E402

@@ -6,14 +6,14 @@ import threading
 from functools import cache
 
 import dramatiq
-from psycopg_pool import ConnectionPool
 
+from outbox.broker import queue_name
 from outbox.config import default_settings
+from outbox.db import store
 from outbox.delivery.deliver import Delivery
 from outbox.models import Priority
 from outbox.pacing.pacer import pacer_for
 from outbox.transports.select import build_transport
-from outbox.worker.broker import queue_name
 
 # Set by the shutdown middleware; a batch in progress hands back what it has
 # not tried instead of outliving the platform's grace period.
@@ -24,20 +24,13 @@ stopping = threading.Event()
 def delivery() -> Delivery:
     """Per process (created after the worker forks): pool, transport, templates."""
     settings = default_settings()
-    pool = ConnectionPool(
-        settings.database_url,
-        min_size=1,
-        max_size=16,
-        check=ConnectionPool.check_connection,
-        name="outbox-worker",
-        open=True,
-    )
+    pool = store.Pool(settings.database_url, name="outbox-worker", max_size=16)
     transport = build_transport(settings)  # OUTBOX_TRANSPORT: SMTP or an HTTP provider
     pacer = pacer_for(settings)  # OUTBOX_RATE_LIMITS, OUTBOX_SEND_RATE: shared through Redis
     return Delivery(settings, pool, transport, stopping=stopping, pacer=pacer)
 
 
-# No max_retries: the Retries middleware is removed (outbox.worker.broker), the row owns retries.
+# No max_retries: the Retries middleware is removed (outbox.broker), the row owns retries.
 # The time limit is a last resort; delivery stops a batch at half the sweeper's threshold.
 _TIME_LIMIT_MS = int(default_settings().stuck_seconds * 1000)
 

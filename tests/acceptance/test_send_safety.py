@@ -15,10 +15,10 @@ import psycopg
 import redis
 
 from outbox import enqueue
+from outbox.broker import make_broker
 from outbox.config import Settings
 from outbox.models import Priority
 from outbox.relay.publish import Publisher
-from outbox.worker.broker import make_broker
 from tests.acceptance.checks import (
     CoreBug,
     add_emails,

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from outbox.config import Settings
-from outbox.message.return_path import outbox_id_from_token, token_from_address
+from outbox.message.return_path import outbox_id_from_token, row_token_from_address
 from outbox.models import Priority
 from outbox.testing.sink import ACCEPT, Behaviour
 from tests.integration.helpers import add_login, add_newsletter, harness, query, statuses
@@ -239,7 +239,7 @@ def test_verp_return_path_names_the_row(settings: Settings) -> None:
     with harness(settings) as (h, sink):
         h.run()
     mail_from = sink.messages[0].mail_from
-    token = token_from_address(mail_from)
+    token = row_token_from_address(mail_from)
     assert mail_from.endswith("@bounces.shop.example")
     assert token is not None
     assert outbox_id_from_token(token, secret="k") == login

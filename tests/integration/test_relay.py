@@ -8,11 +8,11 @@ from collections.abc import Sequence
 import pytest
 import redis
 
+from outbox.broker import make_broker
 from outbox.config import Settings
 from outbox.models import Priority
 from outbox.relay.loop import Relay
 from outbox.relay.publish import Publisher
-from outbox.worker.broker import make_broker
 from tests.integration import helpers
 from tests.integration.helpers import add_newsletter, pool, query, statuses
 

@@ -7,7 +7,7 @@ from hypothesis import strategies as st
 
 from outbox.message.compile import compile_mjml
 from outbox.message.placeholders import protect
-from outbox.message.plaintext import html_to_text
+from outbox.message.plaintext import text_from_html
 
 
 def test_every_construct_becomes_a_word_and_comes_back() -> None:
@@ -54,7 +54,7 @@ def test_text_from_html_drops_what_is_hidden_and_keeps_links() -> None:
         "<ul><li>one</li><li>two</li></ul>"
         "</body></html>"
     )
-    assert html_to_text(html) == (
+    assert text_from_html(html) == (
         "Title\n\nHello {{ name }},\n\n"
         "see the offer <{{ url }}>, or write <help@shop.example> to https://x.example.\n\n"
         "  * one\n  * two\n"

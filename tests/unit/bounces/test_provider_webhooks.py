@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from outbox.bounces import providers
-from outbox.bounces.providers import WebhookError
+from outbox.errors import WebhookError
 
 
 def postmark(**fields: Any) -> bytes:

@@ -1,14 +1,12 @@
-"""The Dramatiq broker, built from Settings before any actor is declared."""
+"""The Dramatiq broker the relay publishes to and the workers consume from, from Settings."""
 
 from __future__ import annotations
 
-import dramatiq
 from dramatiq.brokers.redis import RedisBroker
 from dramatiq.middleware import AgeLimit, Retries
 
 from outbox.config import Settings
 from outbox.models import Priority
-from outbox.telemetry.worker_metrics import add_worker_metrics
 
 
 def queue_name(priority: Priority) -> str:
@@ -26,11 +24,4 @@ def make_broker(settings: Settings) -> RedisBroker:
             broker.middleware.remove(middleware)
     for priority in Priority:
         broker.declare_queue(queue_name(priority))
-    return broker
-
-
-def install(settings: Settings) -> RedisBroker:
-    broker = make_broker(settings)
-    add_worker_metrics(broker)  # only for a pool started with dramatiq_prom_db
-    dramatiq.set_broker(broker)
     return broker

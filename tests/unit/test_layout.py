@@ -1,0 +1,109 @@
+"""The package's layout: one import package, arrows one way, one error tree."""
+
+from __future__ import annotations
+
+import ast
+import inspect
+from pathlib import Path
+
+import pytest
+
+import outbox
+from outbox import errors
+
+PACKAGE = Path(outbox.__file__).parent
+
+# Each layer may import its own and the layers below it, never one above.
+# A module is placed by its own name first (pure modules of a subpackage are
+# core), then by its subpackage.
+LAYERS: list[set[str]] = [
+    {
+        "errors",
+        "models",
+        "config",
+        "signing",
+        "redact",
+        "bounces",
+        "pacing.rules",
+        "delivery.classify",
+        "delivery.backoff",
+        "delivery.retry",
+        "message.message_id",
+        "message.placeholders",
+        "message.build",
+        "message.list_unsubscribe",
+        "message.return_path",
+        "telemetry.metrics",
+    },  # pure core
+    {"db", "transports", "message", "pacing", "broker", "telemetry", "validate"},  # I/O edges
+    {"delivery", "relay", "feedback", "intake", "preflight"},  # orchestration
+    {"cli", "worker", "web", "testing"},  # processes
+]
+DRIVERS = {"psycopg", "psycopg_pool", "dramatiq", "redis", "smtplib", "httpx", "boto3"}
+
+
+def _rank(name: str) -> int:
+    """The layer of ``name`` (a module path below outbox, e.g. ``pacing.rules``)."""
+    parts = name.split(".")
+    for candidate in (".".join(parts[:2]), parts[0]):
+        for rank, layer in enumerate(LAYERS):
+            if candidate in layer:
+                return rank
+    raise AssertionError(f"outbox.{name} is in no layer of this test: place it")
+
+
+def _modules() -> list[tuple[str, Path]]:
+    found = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        parts = path.relative_to(PACKAGE).with_suffix("").parts
+        if parts == ("__init__",):
+            continue
+        found.append((".".join(parts), path))
+    return found
+
+
+def _imports(path: Path) -> set[str]:
+    tree = ast.parse(path.read_text())
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names.add(node.module)
+            if node.module == "outbox":
+                names.update(f"outbox.{alias.name}" for alias in node.names)
+    return names
+
+
+@pytest.mark.parametrize(("top", "path"), _modules(), ids=str)
+def test_imports_point_down(top: str, path: Path) -> None:
+    rank = _rank(top)
+    for name in _imports(path):
+        parts = name.split(".")
+        if parts[0] == "outbox" and len(parts) > 1 and ".".join(parts[1:]) != top:
+            below = ".".join(parts[1:])
+            assert _rank(below) <= rank, f"outbox.{top} imports {name}"
+        if rank == 0:
+            assert parts[0] not in DRIVERS, f"pure outbox.{top} imports {name}"
+
+
+def test_module_names_are_not_repeated_across_subpackages() -> None:
+    seen: dict[str, Path] = {}
+    for path in PACKAGE.rglob("*.py"):
+        if path.name in {"__init__.py", "__main__.py"}:
+            continue
+        assert path.name not in seen, f"{path} and {seen[path.name]}"
+        seen[path.name] = path
+
+
+def test_every_exception_is_in_the_outbox_error_tree() -> None:
+    for _, path in _modules():
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ClassDef) and node.name.endswith(("Error", "Busy")):
+                assert path.name == "errors.py", f"{node.name} is defined in {path}"
+    classes = [
+        c for _, c in inspect.getmembers(errors, inspect.isclass) if c.__module__ == errors.__name__
+    ]
+    for cls in classes:
+        assert issubclass(cls, errors.OutboxError)
+        assert cls.__name__ in (errors.__doc__ or ""), f"{cls.__name__} is not drawn in the tree"
