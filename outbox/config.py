@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
+from email.utils import parseaddr
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -130,6 +131,7 @@ class Settings:
         if self.pace_wait_bulk < 0 or self.pace_wait_high < 0:
             raise ConfigError("OUTBOX_PACE_WAIT_BULK and OUTBOX_PACE_WAIT_HIGH must be 0 or more")
         self.rate_limits_parsed()  # raises on a malformed rate
+        _check_sender(self.sender)
         if not self.templates.is_dir():
             raise ConfigError(f"OUTBOX_TEMPLATES: {self.templates} is not a directory")
 
@@ -143,6 +145,16 @@ _ENV_NAMES = {
     "smtp_url": "SMTP_URL",
     "sender": "OUTBOX_FROM",
 }
+
+
+def _check_sender(sender: str) -> None:
+    """OUTBOX_FROM goes into every From header: one address, no line breaks."""
+    if any(c in sender for c in "\r\n\x00"):
+        raise ConfigError("OUTBOX_FROM must be one line")
+    _, address = parseaddr(sender)
+    local, at, domain = address.rpartition("@")
+    if not at or not local or "." not in domain or " " in address:
+        raise ConfigError("OUTBOX_FROM must be an address such as 'Shop <no-reply@shop.example>'")
 
 
 def _parse(name: str, raw: str, kind: Any) -> Any:

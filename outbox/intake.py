@@ -52,6 +52,7 @@ class _Row:
     priority: str
     template_version: str  # renders the same files on every attempt (outbox.message.versions)
     trace_context: str | None = None  # the enqueue span's traceparent: the send joins it
+    sender: str | None = None  # From: the application's OUTBOX_FROM, so workers need not agree
 
 
 def enqueue(
@@ -179,6 +180,7 @@ def _columns(row: _Row, trace_context: str | None) -> store.NewRow:
         row.priority,
         row.template_version,
         trace_context,
+        row.sender,
     )
 
 
@@ -222,4 +224,5 @@ def _validated(
         message_id=derive_message_id(checked_key, settings.message_id_domain),
         priority=checked_priority.value,
         template_version=template.version,
+        sender=settings.sender,
     )

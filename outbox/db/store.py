@@ -152,6 +152,7 @@ class OutboxRow:
     age_from: dt.datetime
     template_version: str | None = None  # None: enqueued before versions were recorded
     trace_context: str | None = None  # the business event's traceparent
+    sender: str | None = None  # From, fixed at enqueue; None: enqueued before it was recorded
 
 
 @dataclass(frozen=True, slots=True)
@@ -213,6 +214,7 @@ def insert_message(
     priority: str,
     template_version: str | None = None,
     trace_context: str | None = None,
+    sender: str | None = None,
 ) -> Inserted:
     args = {
         "key": key,
@@ -224,6 +226,7 @@ def insert_message(
         "priority": priority,
         "template_version": template_version,
         "trace_context": trace_context,
+        "sender": sender,
     }
     with translate_errors(), conn.cursor(row_factory=tuple_row) as cur:
         row = cur.execute(queries["insert_message"], args).fetchone()
@@ -237,8 +240,8 @@ def insert_message(
 
 
 # key, recipient, template, params, content_hash, message_id, priority,
-# template_version, trace_context: the columns enqueue_many writes
-NewRow = tuple[str, str, str, str, str, str, str, str | None, str | None]
+# template_version, trace_context, sender: the columns enqueue_many writes
+NewRow = tuple[str, str, str, str, str, str, str, str | None, str | None, str | None]
 
 
 def insert_many(conn: Conn, rows: Iterable[NewRow]) -> InsertedMany:

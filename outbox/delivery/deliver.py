@@ -268,7 +268,7 @@ class Delivery:
         # Template version, list headers, attachments and DKIM: outbox.message.compose.
         data = composer(self.settings).message(row, to=recipient, connect=self.pool.connection)
         return OutgoingMessage(
-            envelope_from=self._return_path(row.id),
+            envelope_from=self._return_path(row),
             recipient=recipient,
             data=data,
             message_id=row.message_id,
@@ -276,12 +276,12 @@ class Delivery:
             smtputf8=ascii_recipient is None,
         )
 
-    def _return_path(self, outbox_id: int) -> str:
+    def _return_path(self, row: store.OutboxRow) -> str:
         """VERP when a bounce domain is set: the bounce names its row."""
         settings = self.settings
         if not settings.bounce_domain:
-            return self.envelope_from
-        return return_path(outbox_id, domain=settings.bounce_domain, secret=settings.secret)
+            return parseaddr(row.sender)[1] if row.sender else self.envelope_from
+        return return_path(row.id, domain=settings.bounce_domain, secret=settings.secret)
 
     def _record(self, records: list[store.AttemptRecord], worker: str) -> None:
         for delay in (*_RECORD_RETRY_DELAYS, None):

@@ -75,7 +75,7 @@ class Composer:
     ) -> bytes:
         rendered = self.render(row, connect)
         envelope = Envelope(
-            sender=self.settings.sender,
+            sender=row.sender or self.settings.sender,
             to=to,
             subject=rendered.subject,
             message_id=row.message_id,

@@ -8,10 +8,10 @@ from contextlib import contextmanager
 from typing import Any
 
 import psycopg
-from psycopg_pool import ConnectionPool
 
 from outbox import enqueue, enqueue_many
 from outbox.config import Settings
+from outbox.db import store
 from outbox.delivery.deliver import Delivery
 from outbox.models import Priority
 from outbox.pacing.pacer import pacer_for
@@ -45,8 +45,8 @@ def add_newsletter(
 
 
 @contextmanager
-def pool(settings: Settings) -> Iterator[ConnectionPool]:
-    with ConnectionPool(settings.database_url, min_size=1, max_size=4) as p:
+def pool(settings: Settings) -> Iterator[store.Pool]:
+    with store.Pool(settings.database_url, name="outbox-test", max_size=4) as p:
         yield p
 
 

@@ -9,8 +9,10 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+import psycopg
 import pytest
 
+from outbox import enqueue
 from outbox.config import Settings
 from outbox.message.return_path import outbox_id_from_token, row_token_from_address
 from outbox.models import Priority
@@ -245,3 +247,38 @@ def test_verp_return_path_names_the_row(settings: Settings) -> None:
     assert outbox_id_from_token(token, secret="k") == login
     # The From header still shows the configured sender.
     assert b"From: Outbox <no-reply@outbox.localhost>" in sink.messages[0].data
+
+
+def test_the_sender_is_the_applications_not_the_workers(settings: Settings) -> None:
+    # OUTBOX_FROM is read where the email is written: a worker started with
+    # another (or the default) setting still sends what the application chose.
+    app = dataclasses.replace(settings, sender="Shop Billing <billing@shop.example>")
+    with psycopg.connect(settings.database_url) as conn:
+        enqueue(
+            conn,
+            idempotency_key="order-1-confirmation",
+            to="carol@example.com",
+            template="login_code",
+            params={"name": "Carol", "code": "111222", "product": "Shop", "minutes": 5},
+            priority="high",
+            settings=app,
+        )
+        conn.commit()
+    assert query(settings, "SELECT sender FROM email_outbox") == [
+        ("Shop Billing <billing@shop.example>",)
+    ]
+    with harness(settings) as (h, sink):  # the worker's OUTBOX_FROM is the default
+        h.run()
+    (message,) = sink.messages
+    assert b"From: Shop Billing <billing@shop.example>\r\n" in message.data
+    assert message.mail_from == "billing@shop.example"
+
+
+def test_rows_enqueued_before_senders_were_recorded_take_the_workers(settings: Settings) -> None:
+    login = add_login(settings, "login-old", "dave@example.com")
+    with psycopg.connect(settings.database_url) as conn:
+        conn.execute("UPDATE email_outbox SET sender = NULL WHERE id = %s", (login,))
+    with harness(settings) as (h, sink):
+        h.run()
+    (message,) = sink.messages
+    assert b"From: Outbox <no-reply@outbox.localhost>\r\n" in message.data
