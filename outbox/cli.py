@@ -34,6 +34,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         level=os.environ.get("OUTBOX_LOG_LEVEL", "INFO").upper(),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
+    process = getattr(args, "process", None)
+    if args.handler is cmd_bounces and args.action == "serve":
+        process = "bounces"
+    if process:
+        # A long-running process checks everything it needs before it starts.
+        from outbox.preflight import settings_or_exit  # noqa: PLC0415
+
+        settings_or_exit(process)
     try:
         settings = default_settings()
         return int(args.handler(settings, args) or 0)
@@ -52,7 +60,18 @@ def _parser() -> argparse.ArgumentParser:
         return sub
 
     command("migrate", cmd_migrate, "create or update the schema (safe while workers run)")
+    config = command("config", cmd_config, "the effective settings; `check`: every problem")
+    config.add_argument("action", nargs="?", choices=["show", "check"], default="show")
+    config.add_argument(
+        "--process",
+        dest="only",
+        action="append",
+        choices=["app", "relay", "worker", "web", "bounces", "metrics"],
+        help="check: only these processes (default: all)",
+    )
+    config.add_argument("--json", action="store_true", help="show: machine-readable output")
     relay = command("relay", cmd_relay, "publish due rows to the broker and sweep stuck ones")
+    relay.set_defaults(process="relay")
     relay.add_argument(
         "--priority",
         action="append",
@@ -94,10 +113,12 @@ def _parser() -> argparse.ArgumentParser:
     templates.add_argument("--priority", choices=["high", "bulk"], help="preview: priority")
     templates.add_argument("--out", type=Path, default=Path(), help="preview: output folder")
     web = command("web", cmd_web, "unsubscribe links (RFC 8058) and provider bounce webhooks")
+    web.set_defaults(process="web")
     # PORT is the platform's (Heroku-like hosts), not an Outbox setting.
     web.add_argument("--port", type=int, default=int(os.environ.get("PORT") or 8000))
     web.add_argument("--host", default="0.0.0.0", help="listen address")  # noqa: S104
     metrics = command("metrics", cmd_metrics, "the Prometheus exporter (outbox_* metrics)")
+    metrics.set_defaults(process="metrics")
     metrics.add_argument("--port", type=int, help="default: PORT, else OUTBOX_METRICS_PORT")
     return parser
 
@@ -112,6 +133,32 @@ def _connect(settings: Settings) -> store.Conn:
         raise OutboxError(
             f"cannot reach Postgres at DATABASE_URL ({exc.__cause__}); start it or set DATABASE_URL"
         ) from exc
+
+
+def cmd_config(settings: Settings, args: argparse.Namespace) -> int:
+    from outbox import preflight  # noqa: PLC0415
+
+    if args.action == "check":
+        # The bounce server is optional: checked when asked for or configured.
+        processes = args.only or [
+            p for p in preflight.PROCESSES if p != "bounces" or settings.bounce_domain
+        ]
+        found = preflight.problems(settings, processes)
+        for line in found:
+            print(f"problem: {line}")
+        if not found:
+            print(f"ok: {', '.join(processes)} can start with these settings")
+        return 1 if found else 0
+    shown = preflight.effective(settings)
+    if args.json:
+        print(json.dumps([vars(s) for s in shown], indent=2))
+        return 0
+    width = max(len(s.env) for s in shown)
+    for s in shown:
+        mark = " " if s.default else "*"
+        print(f"{mark} {s.env:<{width}}  {s.value or '(empty)'}   [{', '.join(s.readers)}]")
+    print("* set in the environment; [..] the processes that read it")
+    return 0
 
 
 def cmd_migrate(settings: Settings, args: argparse.Namespace) -> int:

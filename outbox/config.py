@@ -94,7 +94,7 @@ class Settings:
         env = os.environ if environ is None else environ
         values: dict[str, Any] = {}
         for field in fields(cls):
-            name = _ENV_NAMES.get(field.name, f"OUTBOX_{field.name.upper()}")
+            name = ENV_NAMES.get(field.name, f"OUTBOX_{field.name.upper()}")
             raw = env.get(name)
             if raw is None or raw == "":
                 continue
@@ -106,7 +106,7 @@ class Settings:
     def to_env(self) -> dict[str, str]:
         """The environment that gives a child process these settings."""
         return {
-            _ENV_NAMES.get(f.name, f"OUTBOX_{f.name.upper()}"): str(getattr(self, f.name))
+            ENV_NAMES.get(f.name, f"OUTBOX_{f.name.upper()}"): str(getattr(self, f.name))
             for f in fields(self)
         }
 
@@ -139,7 +139,7 @@ class Settings:
         return RateLimits.parse(self.rate_limits, self.send_rate, self.domain_groups)
 
 
-_ENV_NAMES = {
+ENV_NAMES = {
     "database_url": "DATABASE_URL",
     "redis_url": "REDIS_URL",
     "smtp_url": "SMTP_URL",

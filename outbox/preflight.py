@@ -1,16 +1,236 @@
-"""Settings checked before a process does anything (stub, filled below)."""
+"""What each process checks before it does anything, and who reads which setting.
+
+A setting a process cannot work with must stop it at start, with one line that
+names the variable, rather than let it report "ready" and fail every message
+later. :func:`settings_or_exit` is what each process calls first; ``outbox
+config check`` runs every process's checks at once.
+
+Settings the application and the workers must agree on are not left to agree
+by chance: the From address is stored with each row at enqueue, and templates
+are stored by version in Postgres when a row names them (a worker renders the
+stored version). ``OUTBOX_ATTACHMENTS_DIR`` names files by reference and must
+be the same storage for both: the worker refuses to start when it is set but
+is not a readable directory.
+"""
 
 from __future__ import annotations
 
+import os
 import sys
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, fields
+from urllib.parse import urlsplit, urlunsplit
 
-from outbox.config import Settings
+from outbox.config import ENV_NAMES, Settings
 from outbox.errors import ConfigError
 
+PROCESSES = ("app", "relay", "worker", "web", "bounces", "metrics")
+_ALL = frozenset(PROCESSES)
+_SENDERS = frozenset({"worker"})
 
-def settings_or_exit(process: str) -> Settings:
+# Which processes read each setting ("app" is the application that enqueues).
+READERS: dict[str, frozenset[str]] = {
+    "database_url": _ALL,
+    "redis_url": frozenset({"relay", "worker", "metrics"}),
+    "namespace": frozenset({"relay", "worker", "metrics"}),
+    "sender": frozenset({"app", "worker"}),  # worker: rows enqueued before it was stored
+    "message_id_domain": frozenset({"app"}),
+    "templates": frozenset({"app", "worker"}),
+    "attachments_dir": frozenset({"app", "worker"}),
+    "max_attachment_bytes": frozenset({"app", "worker"}),
+    "max_params_bytes": frozenset({"app"}),
+    "bounce_domain": frozenset({"worker", "bounces"}),
+    "secret": frozenset({"worker", "web", "bounces"}),
+    "soft_bounce_limit": frozenset({"web", "bounces"}),
+    "bounce_host": frozenset({"bounces"}),
+    "bounce_port": frozenset({"bounces"}),
+    "metrics_host": frozenset({"metrics"}),
+    "metrics_port": frozenset({"metrics"}),
+    "unsubscribe_url": frozenset({"worker"}),
+    "postmark_webhook_auth": frozenset({"web"}),
+    "resend_webhook_secret": frozenset({"web"}),
+    "max_in_flight": frozenset({"relay"}),
+    "bulk_batch": frozenset({"relay"}),
+    "claim_batch": frozenset({"relay"}),
+    "poll_interval": frozenset({"relay"}),
+    "sweep_interval": frozenset({"relay"}),
+    "stuck_seconds": frozenset({"relay", "worker"}),
+    "rate_limits": frozenset({"worker", "metrics"}),
+    "send_rate": frozenset({"worker", "metrics"}),
+    "domain_groups": frozenset({"worker", "metrics"}),
+}
+_WORKER_PREFIXES = (
+    "smtp_", "transport", "send_", "failover_", "provider_", "http_", "postmark_", "resend_",
+    "ses_", "pace_", "dns_", "dkim_", "retry_", "max_attempts", "max_age", "greylist_",
+    "on_uncertain",
+)  # fmt: skip
+
+# Values never printed: keys, tokens, passwords (URLs print with the password masked).
+SECRETS = frozenset(
+    {
+        "secret",
+        "postmark_server_token",
+        "resend_api_key",
+        "dkim_private_key",
+        "postmark_webhook_auth",
+        "resend_webhook_secret",
+    }
+)
+_URLS = frozenset({"database_url", "redis_url", "smtp_url", "failover_smtp_url"})
+
+
+def readers(name: str) -> frozenset[str]:
+    if name in READERS:
+        return READERS[name]
+    if name.startswith(_WORKER_PREFIXES):
+        return _SENDERS
+    raise KeyError(name)
+
+
+@dataclass(frozen=True)
+class Shown:
+    env: str
+    value: str
+    readers: tuple[str, ...]
+    default: bool
+
+
+def effective(settings: Settings) -> list[Shown]:
+    """Every setting as a process would see it, secrets masked."""
+    defaults = Settings()
+    shown = []
+    for field in fields(Settings):
+        value = getattr(settings, field.name)
+        shown.append(
+            Shown(
+                env=ENV_NAMES.get(field.name, f"OUTBOX_{field.name.upper()}"),
+                value=masked(field.name, str(value)),
+                readers=tuple(p for p in PROCESSES if p in readers(field.name)),
+                default=value == getattr(defaults, field.name),
+            )
+        )
+    return shown
+
+
+def masked(name: str, value: str) -> str:
+    if not value:
+        return ""
+    if name in SECRETS:
+        return "****"
+    if name in _URLS:
+        return _url_without_password(value)
+    return value
+
+
+def _url_without_password(url: str) -> str:
     try:
-        return Settings.from_env()
+        parts = urlsplit(url)
+        if parts.password is None:
+            return url
+        user = parts.username or ""
+        host = parts.hostname or ""
+        port = f":{parts.port}" if parts.port else ""
+    except ValueError:
+        return "****"  # not a URL at all: it may be a secret pasted in the wrong place
+    return urlunsplit(parts._replace(netloc=f"{user}:****@{host}{port}"))
+
+
+def problems(settings: Settings, processes: Iterable[str] = PROCESSES) -> list[str]:
+    """What stops each of ``processes`` from starting, one line each."""
+    found: list[str] = []
+    for process in processes:
+        for check in _CHECKS[process]:
+            try:
+                check(settings)
+            except ConfigError as exc:
+                line = str(exc)
+                if line not in found:
+                    found.append(line)
+    return found
+
+
+def settings_or_exit(process: str, environ: dict[str, str] | None = None) -> Settings:
+    """The process's settings, or exit 2 with one line per problem on stderr."""
+    try:
+        settings = Settings.from_env(os.environ if environ is None else environ)
     except ConfigError as exc:
-        print(f"outbox {process}: cannot start: {exc}", file=sys.stderr)
-        raise SystemExit(2) from None
+        _exit(process, [str(exc)])
+    found = problems(settings, [process])
+    if found:
+        _exit(process, found)
+    return settings
+
+
+def _exit(process: str, lines: list[str]) -> None:
+    for line in lines:
+        print(f"outbox {process}: cannot start: {line}", file=sys.stderr)
+    raise SystemExit(2)
+
+
+def _database_url(settings: Settings) -> None:
+    url = settings.database_url
+    if "://" in url:
+        scheme = url.split("://", 1)[0]
+        if scheme not in {"postgresql", "postgres"}:
+            raise ConfigError(
+                "DATABASE_URL must be a postgresql:// URL (or a libpq key=value string)"
+            )
+    elif "=" not in url:
+        raise ConfigError("DATABASE_URL must be a postgresql:// URL (or a libpq key=value string)")
+
+
+def _redis_url(settings: Settings) -> None:
+    try:
+        parts = urlsplit(settings.redis_url)
+        _ = parts.port
+    except ValueError:
+        raise ConfigError("REDIS_URL is not a URL") from None
+    if parts.scheme not in {"redis", "rediss", "unix"}:
+        raise ConfigError("REDIS_URL must be a redis://, rediss:// or unix:// URL")
+
+
+def _transport(settings: Settings) -> None:
+    from outbox.transports.select import build_transport  # noqa: PLC0415
+
+    try:
+        build_transport(settings).close()
+    except ValueError:  # urllib's own: a port that is not a number
+        raise ConfigError("SMTP_URL must look like smtp://[user:pass@]host[:port]") from None
+
+
+def _message(settings: Settings) -> None:
+    from outbox.message import list_unsubscribe  # noqa: PLC0415
+    from outbox.message.sign import Signer  # noqa: PLC0415
+
+    Signer.from_settings(settings)
+    if settings.unsubscribe_url:
+        list_unsubscribe.check_base_url(settings.unsubscribe_url, settings.secret)
+
+
+def _attachments_dir(settings: Settings) -> None:
+    where = settings.attachments_dir
+    if where and not (os.path.isdir(where) and os.access(where, os.R_OK | os.X_OK)):
+        raise ConfigError(f"OUTBOX_ATTACHMENTS_DIR: {where} is not a readable directory")
+
+
+def _bounce_server(settings: Settings) -> None:
+    if not settings.bounce_domain:
+        raise ConfigError("OUTBOX_BOUNCE_DOMAIN must be set to receive bounces")
+
+
+def _webhooks(settings: Settings) -> None:
+    auth = settings.postmark_webhook_auth
+    if auth and (":" not in auth or not auth.split(":", 1)[0] or not auth.split(":", 1)[1]):
+        raise ConfigError("OUTBOX_POSTMARK_WEBHOOK_AUTH must be user:password")
+    if settings.resend_webhook_secret and not settings.resend_webhook_secret.startswith("whsec_"):
+        raise ConfigError("OUTBOX_RESEND_WEBHOOK_SECRET must be the whsec_… signing secret")
+
+
+_CHECKS: dict[str, tuple[Callable[[Settings], None], ...]] = {
+    "app": (_database_url, _attachments_dir),
+    "relay": (_database_url, _redis_url),
+    "worker": (_database_url, _redis_url, _transport, _message, _attachments_dir),
+    "web": (_database_url, _webhooks),
+    "bounces": (_database_url, _bounce_server),
+    "metrics": (_database_url, _redis_url),
+}
