@@ -42,7 +42,6 @@ _USER_STATES = (
     "n't",
     "exist",
     "invalid",
-    "unavailable",
     "missing",
 )
 
@@ -70,7 +69,12 @@ ADDRESS_VERDICT = re.compile(
     r"|\bnot listed in (?:the )?(?:domino |public )?(?:address )?(?:directory|book)"
     r"|\bcheck if (?:the )?address is correct"
     r"|\bdelivery error: dd\b"
-    r"|\brecipient address rejected:\s*access denied\.?\s*as\(",
+    r"|\brecipient address rejected:\s*access denied\.?\s*as\("
+    # Postfix's documented RCPT-time answers for an address missing from its lookup
+    # tables (postconf(5): local_recipient_maps, virtual_mailbox_maps,
+    # relay_recipient_maps), however the reply was relayed afterwards.
+    r"|\buser unknown in (?:local recipient|virtual mailbox|virtual alias|relay recipient)"
+    r" table\b",
     re.I,
 )
 
@@ -125,6 +129,19 @@ SPECIFIC_SOFT: Table = (
             r"(?:was |is )?not authenticated",
             r"sender policy framework",
             r"does not pass (?:\w+ )?verification",
+        ),
+    ),
+    (
+        # A resolver that failed (SERVFAIL, a broken or unreachable name server, a
+        # timeout) says nothing about whether the domain exists, even when the MTA
+        # gives up with 5.4.4; NXDOMAIN wording is host_unknown below.
+        "network",
+        _rx(
+            r"malformed or unexpected name server reply",
+            r"name server (?:timeout|failure|error|not responding)",
+            r"temporary failure in name resolution",
+            r"\bservfail\b",
+            r"dns (?:timeout|server failure|servfail)",
         ),
     ),
     ("virus", _rx(r"\bvirus(?:es)?\b", r"malware", r"\binfected\b", r"\btrojan\b")),
@@ -383,7 +400,7 @@ HARD: Table = (
                 r"(?:user|recipient|addressee|mail ?box|account|e-?mail address|local ?part|"
                 r"userid|username|recipient name|alias)(?: name)? (?:is )?(?:unknown|not "
                 r"(?:found|known|listed|valid|recogni[sz]ed|local|exist)|does ?n[o']t exist|"
-                r"doesn'?t exist|invalid|non-?existent|unavailable|missing)",
+                r"doesn'?t exist|invalid|non-?existent|missing)",
                 _USER_STATES,
             ),
             Manual(
@@ -409,17 +426,32 @@ HARD: Table = (
             ),
             r"there is no one at this address",
             r"please check if (?:the )?address is correct",
-            r"^\W*\d{3}[ -]<?[^\s@<>]+@[^\s<>]+?>?\s+rejected\W*$",
             r"\bdoes not exist\b",
             r"\bdoesn'?t exist\b",
             r"<[^<>@\s]+@[^<>\s]+>\s*not found",
-            r"recipient address rejected\s*[.:]?\s*(?:\(in reply|$)",
-            r"(?:^|[\s#])5\.1\.0 address rejected",
             r"utilisateur inconnu|destinataire inconnu|adresse (?:destinataire )?invalide",
             r"destinataire invalide",
             r"benutzer unbekannt|unbekannte?r? (?:empf[aä]nger|benutzer)|existiert nicht",
             r"usuario (?:desconocido|inexistente|no existe)|no existe",
             r"utente (?:sconosciuto|inesistente)|nessun utente",
+        ),
+    ),
+    (
+        # Wording RFC 5321 and many servers also use for policy refusals ("550
+        # Requested action not taken: mailbox unavailable (e.g., mailbox not found,
+        # no access, or command rejected for policy reasons)", section 4.2.3): an
+        # unknown user only when an X.1 code, the RCPT stage or the receiver's own
+        # verdict backs it (rule D1 in outbox/bounces/README.md).
+        "unconfirmed_user",
+        _rx(
+            Manual(
+                r"(?:user|recipient|addressee|mail ?box|account|address)(?: name)?"
+                r" (?:is )?(?:currently )?unavailable",
+                ("unavailable",),
+            ),
+            r"^\W*\d{3}[ -]<?[^\s@<>]+@[^\s<>]+?>?\s+rejected\W*$",
+            r"recipient address rejected\s*[.:]?\s*(?:\(in reply|$)",
+            Manual(r"(?:^|[\s#])5\.1\.0 address rejected", ("address rejected",)),
         ),
     ),
 )
