@@ -196,14 +196,7 @@ def _receiver_says_gone(f: _Facts) -> bool:
     """The receiving system's own verdict that the address does not exist (a local
     delivery agent, a notice's headline, a provider's documented reply), whatever the
     SMTP stage: stronger than any reading of stage or code."""
-    if any(reasons.ADDRESS_VERDICT.search(t) for t in f.texts):
-        return True
-    return any(
-        host_rule.search(host) and text_rule.search(text)
-        for host_rule, text_rule in reasons.PROVIDER_ADDRESS_VERDICTS
-        for host in f.hosts
-        for text in f.texts
-    )
+    return reasons.receiver_says_gone(f.texts, f.hosts)
 
 
 def _confirmed(f: _Facts) -> bool:
