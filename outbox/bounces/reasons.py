@@ -459,7 +459,7 @@ HARD: Table = (
         _rx(
             Manual(
                 r"(?:user|recipient|addressee|mail ?box|account|e-?mail address|local ?part|"
-                r"userid|username|recipient name|alias)(?: name)? (?:is )?(?:unknown|not "
+                r"userid|username|recipient name|alias)(?: name)? (?:is |was )?(?:unknown|not "
                 r"(?:found|known|listed|valid|recogni[sz]ed|local|exist)|does ?n[o']t exist|"
                 r"doesn'?t exist|invalid|non-?existent|missing)",
                 _USER_STATES,
