@@ -8,7 +8,7 @@ from typing import TextIO
 
 from outbox.bounces.parser import parse_bounce
 
-_KEYS = ("class", "recipient", "status", "diagnostic", "original_message_id")
+_KEYS = ("class", "recipient", "status", "reason", "diagnostic", "original_message_id")
 
 
 def _read(path: str) -> bytes:

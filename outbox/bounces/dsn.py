@@ -134,10 +134,20 @@ def has_recipient_fields(text: str) -> bool:
 
 
 def recipient_of(record: dict[str, str]) -> tuple[str | None, str | None]:
-    """(final, original) recipient addresses of a record, cleaned."""
-    return clean_address(record.get("final-recipient")), clean_address(
-        record.get("original-recipient") or record.get("x-actual-recipient")
-    )
+    """(final, original) recipient addresses of a record, cleaned.
+
+    Sendmail's ``X-Actual-Recipient`` is where local aliasing led (later than the
+    final recipient, often a program or file), so it stands in for the final
+    recipient only when that field is missing.
+    """
+    final = clean_address(record.get("final-recipient") or record.get("x-actual-recipient"))
+    return final, clean_address(record.get("original-recipient"))
+
+
+def unquoted(address: str) -> str:
+    """``"a..b"@example.org`` -> ``a..b@example.org``, for comparing two spellings."""
+    local, _, domain = address.rpartition("@")
+    return f"{local.strip(chr(34))}@{domain}".lower()
 
 
 def reporting_mta(report: Report) -> str | None:

@@ -214,8 +214,13 @@ def recipient_blocks(section: str, known: list[str], exclude: list[str]) -> list
         strong = [a.address for a in anchors if a.strong]
         weak = [a.address for a in anchors if not a.strong]
         candidates = strong or weak
+        evident = [a.address for a in anchors if _evident(lines, anchors, a)]
+        candidates = [a for a in candidates if a in evident]
         kept = [a for a in candidates if not any(same_address(a, x) for x in exclude)]
-        wanted = kept or candidates
+        # The bounce's own addressee or the original sender is a failed recipient
+        # only when the notice quotes a server's code for it (mail sent to oneself);
+        # a notice that names them in prose alone is a forgery or about something else.
+        wanted = kept or [a for a in candidates if _has_code(_diagnostic_for(a, lines, anchors))]
     result: list[tuple[str, str]] = []
     seen: set[str] = set()
     for address in wanted:
@@ -225,6 +230,35 @@ def recipient_blocks(section: str, known: list[str], exclude: list[str]) -> list
         seen.add(key)
         result.append((address, _diagnostic_for(address, lines, anchors)))
     return result
+
+
+# A heading that introduces a list of failed recipients ("The following recipients
+# were affected:", "did not reach the following recipient(s):", "Unable to deliver
+# message to the following address(es).").
+_LIST_HEADING = re.compile(
+    r"\b(?:following|these|those|the)\b.{0,40}\b(?:recipients?|address(?:es|\(es\))?|"
+    r"users?|destinations?)\b"
+    r"|\brecipients?\b.{0,40}\b(?:affected|failed|could not|couldn'?t|were not|unreachable)"
+    r"|could(?: not|n'?t) be (?:delivered|reached)|undeliverable|permanent(?: fatal)? error"
+    r"|delivery (?:has )?failed|failed (?:recipients?|addresses)",
+    re.I,
+)
+
+
+def _evident(lines: list[str], anchors: list[Anchor], anchor: Anchor) -> bool:
+    """Is this address named *as a failure*?  Its lines quote a code or name a
+    reason, it follows failure wording on its own line, or it stands in a list under
+    a heading that introduces failed recipients.  Addresses merely mentioned in a
+    notice (or harvested from a look-alike's body) are not."""
+    if not anchor.strong:
+        return True  # found after failure wording ("could not be delivered to ...")
+    if informative(_diagnostic_for(anchor.address, lines, anchors)):
+        return True
+    listed = {a.line for a in anchors if not a.rest}
+    index = anchor.line - 1
+    while index >= 0 and (not lines[index].strip() or index in listed):
+        index -= 1
+    return index >= 0 and bool(_LIST_HEADING.search(lines[index]))
 
 
 def _diagnostic_for(address: str, lines: list[str], anchors: list[Anchor]) -> str:

@@ -100,6 +100,10 @@ def _parse(raw: bytes) -> list[BounceResult]:
         # text; an auto-reply must also carry a bounce sender, subject or header.
         if not autoreply.looks_like_bounce(msg, texts[0] if texts else ""):
             return []
+        if mime.header(msg, "List-Unsubscribe") or mime.header(msg, "List-Id"):
+            # RFC 2369/2919 list headers come from list or bulk software; an MTA's
+            # failure notice never carries them.
+            return []
         if autoreply.is_auto_reply(msg) and not autoreply.looks_like_bounce(msg, ""):
             return []
     failures = _from_dsn(ctx, reports) if records else []
@@ -150,7 +154,7 @@ def _from_dsn(ctx: _Context, reports: list[dsn.Report]) -> list[Failure]:
     failures: list[Failure] = []
     for index, (report, record) in enumerate(records):
         final, original = dsn.recipient_of(record)
-        recipient = final if is_plausible(final) else original if is_plausible(original) else None
+        recipient = _sent_to(final, original)
         if recipient is None:
             recipient = _fallback_recipient(ctx, failed_header, index, len(records))
         diagnostic = dsn.diagnostic(record)
@@ -170,6 +174,18 @@ def _from_dsn(ctx: _Context, reports: list[dsn.Report]) -> list[Failure]:
             )
         )
     return failures
+
+
+def _sent_to(final: str | None, original: str | None) -> str | None:
+    """The address we sent to: RFC 3464 section 2.3.1 Original-Recipient when it is a
+    different mailbox (Final-Recipient may be a forwarding target we never mailed),
+    else Final-Recipient in its exact, possibly quoted, spelling."""
+    same = bool(final and original and dsn.unquoted(final) == dsn.unquoted(original))
+    if original is not None and is_plausible(original) and not (same and is_plausible(final)):
+        return original
+    if is_plausible(final):
+        return final
+    return original if is_plausible(original) else None
 
 
 def _fallback_recipient(

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from outbox.bounces.patterns import Manual, Rule, prepare
 from outbox.bounces.patterns import rules as _rx
@@ -42,7 +43,6 @@ _USER_STATES = (
     "n't",
     "exist",
     "invalid",
-    "unavailable",
     "missing",
 )
 
@@ -56,43 +56,108 @@ UNKNOWN_USER_WORDING = re.compile(
     r"user unknown|unknown user|no such user|user not (?:exist|found)|unknown recipient", re.I
 )
 
+
+@dataclass(frozen=True)
+class ProductRule:
+    """Wording one product documents or emits for "this address does not exist".
+
+    Such a rule is allowed only for a documented format of that product (``source``
+    says where it is described).  ``hosts``, when set, limits the rule to reports
+    from that product's own hosts or recipient domains.  Each one backs up weak or
+    doubted unknown-user wording (rules D1 and D4-D6 in outbox/bounces/README.md).
+    """
+
+    product: str
+    source: str
+    pattern: re.Pattern[str]
+    hosts: re.Pattern[str] | None = None
+
+    def says_gone(self, texts: Sequence[str], hosts: Sequence[str]) -> bool:
+        if self.hosts is not None and not any(self.hosts.search(h) for h in hosts):
+            return False
+        return any(self.pattern.search(t) for t in texts)
+
+
+def _product(product: str, source: str, pattern: str, hosts: str | None = None) -> ProductRule:
+    return ProductRule(
+        product, source, re.compile(pattern, re.I), re.compile(hosts, re.I) if hosts else None
+    )
+
+
 # A receiving system's own verdict that the address does not exist, whatever SMTP
-# stage (if any) it came from: a local delivery agent's report, a notice's headline
-# (Gmail "Address not found", Exchange 5.5-2003 "The recipient name is not
-# recognized", InterScan "check if address is correct"), Yahoo's documented
-# "554 delivery error: dd This user doesn't have a yahoo.com account".  Each backs up
-# "unknown user" words that neither a status code nor the RCPT stage confirms.
-ADDRESS_VERDICT = re.compile(
-    r"\bmail\.local:\s*unknown user"
-    r"|\baddress (?:not found|couldn'?t be found|could not be found)"
-    r"|\brecipient name is not recognized"
-    r"|\binvalid final delivery userid"
-    r"|\bnot listed in (?:the )?(?:domino |public )?(?:address )?(?:directory|book)"
-    r"|\bcheck if (?:the )?address is correct"
-    r"|\bdelivery error: dd\b"
-    r"|\brecipient address rejected:\s*access denied\.?\s*as\(",
-    re.I,
+# stage (if any) it came from: a local delivery agent's report, a notice's headline,
+# a provider's documented reply.  bench/bench_bounce_generalization.py leaves out the
+# rules of a product when it scores that product's messages.
+ADDRESS_VERDICTS: tuple[ProductRule, ...] = (
+    _product("sendmail", "mail.local(8) diagnostics", r"\bmail\.local:\s*unknown user"),
+    _product(
+        "gmail",
+        "Gmail bounce notice headline (support.google.com/mail/answer/6596)",
+        r"\baddress (?:not found|couldn'?t be found|could not be found)",
+    ),
+    _product(
+        "exchange",
+        "Exchange 5.5-2003 NDR text (Microsoft KB 284204)",
+        r"\brecipient name is not recognized",
+    ),
+    _product(
+        "domino",
+        "Lotus Domino delivery failure report",
+        r"\bnot listed in (?:the )?(?:domino |public )?(?:address )?(?:directory|book)",
+    ),
+    _product(
+        "interscan",
+        "Trend Micro InterScan MSS undeliverable notice",
+        r"\bcheck if (?:the )?address is correct",
+    ),
+    _product(
+        "yahoo",
+        "Yahoo SMTP error codes ('554 delivery error: dd This user doesn't have ... account')",
+        r"\bdelivery error: dd\b",
+    ),
+    _product(
+        "office365",
+        "Exchange Online directory-based edge blocking (550 5.4.1 ... Access denied. AS(...))",
+        r"\brecipient address rejected:\s*access denied\.?\s*as\(",
+    ),
+    _product(
+        "postfix",
+        "postconf(5) local_recipient_maps, virtual_mailbox_maps, relay_recipient_maps",
+        r"\buser unknown in (?:local recipient|virtual mailbox|virtual alias|relay recipient)"
+        r" table\b",
+    ),
+    _product(
+        "gateway",
+        "SMTP gateways' final-delivery error (RFC 1891-era wording)",
+        r"\binvalid final delivery userid",
+    ),
+    # Outlook.com's consumer servers reply RFC 5321's generic "550 Requested action
+    # not taken: mailbox unavailable" for addresses that do not exist; only from
+    # their own hosts.
+    _product(
+        "outlook.com",
+        "Outlook.com postmaster troubleshooting (SMTP error 550 mailbox unavailable)",
+        r"requested action not taken: mailbox unavailable",
+        r"(?:^|\.)(?:hotmail|outlook|live|msn)\.com\.?$",
+    ),
+    # au (KDDI) names the mailbox when it does not exist ("550 <a@ezweb.ne.jp>: User
+    # unknown") and leaves it out when its filter refuses the sender.
+    _product(
+        "kddi",
+        "au (KDDI) e-mail rejection replies",
+        r"\b550:? <[^<>@\s]+@[^<>\s]+>: user unknown",
+        r"(?:^|\.)(?:ezweb\.ne\.jp|au\.com)\.?$",
+    ),
 )
 
-# Providers whose own servers answer an unknown mailbox with words that elsewhere
-# may be policy: (reporting host, remote host or recipient domain; reply wording).
-# Outlook.com's consumer servers reply "550 Requested action not taken: mailbox
-# unavailable" (RFC 5321's generic text) for addresses that do not exist; au (KDDI)
-# names the mailbox when it does not exist ("550 <a@ezweb.ne.jp>: User unknown")
-# and leaves it out when its filter refuses the sender (FILTER_UNKNOWN_USER).
-PROVIDER_ADDRESS_VERDICTS: tuple[tuple[re.Pattern[str], re.Pattern[str]], ...] = (
-    (
-        re.compile(r"(?:^|\.)(?:hotmail|outlook|live|msn)\.com\.?$", re.I),
-        re.compile(r"requested action not taken: mailbox unavailable", re.I),
-    ),
-    (
-        re.compile(r"(?:^|\.)(?:ezweb\.ne\.jp|au\.com)\.?$", re.I),
-        re.compile(r"\b550:? <[^<>@\s]+@[^<>\s]+>: user unknown", re.I),
-    ),
-)
+
+def receiver_says_gone(texts: Sequence[str], hosts: Sequence[str]) -> bool:
+    """Does any product rule read the texts as the receiver's "no such address"?"""
+    return any(rule.says_gone(texts, hosts) for rule in ADDRESS_VERDICTS)
+
 
 # "550 : User unknown" with the mailbox left out is what the au/EZweb (KDDI) servers
-# answer when the recipient's own sender filter refuses the message.
+# answer when the recipient's own sender filter refuses the message (product "kddi").
 FILTER_UNKNOWN_USER = re.compile(r"(?:^|\s)\d{3}\s+:\s*user unknown", re.I)
 
 # RFC 7505 null MX: the domain states it accepts no mail at all, so the failure is
@@ -125,6 +190,19 @@ SPECIFIC_SOFT: Table = (
             r"(?:was |is )?not authenticated",
             r"sender policy framework",
             r"does not pass (?:\w+ )?verification",
+        ),
+    ),
+    (
+        # A resolver that failed (SERVFAIL, a broken or unreachable name server, a
+        # timeout) says nothing about whether the domain exists, even when the MTA
+        # gives up with 5.4.4; NXDOMAIN wording is host_unknown below.
+        "network",
+        _rx(
+            r"malformed or unexpected name server reply",
+            r"name server (?:timeout|failure|error|not responding)",
+            r"temporary failure in name resolution",
+            r"\bservfail\b",
+            r"dns (?:timeout|server failure|servfail)",
         ),
     ),
     ("virus", _rx(r"\bvirus(?:es)?\b", r"malware", r"\binfected\b", r"\btrojan\b")),
@@ -381,9 +459,9 @@ HARD: Table = (
         _rx(
             Manual(
                 r"(?:user|recipient|addressee|mail ?box|account|e-?mail address|local ?part|"
-                r"userid|username|recipient name|alias)(?: name)? (?:is )?(?:unknown|not "
+                r"userid|username|recipient name|alias)(?: name)? (?:is |was )?(?:unknown|not "
                 r"(?:found|known|listed|valid|recogni[sz]ed|local|exist)|does ?n[o']t exist|"
-                r"doesn'?t exist|invalid|non-?existent|unavailable|missing)",
+                r"doesn'?t exist|invalid|non-?existent|missing)",
                 _USER_STATES,
             ),
             Manual(
@@ -409,17 +487,32 @@ HARD: Table = (
             ),
             r"there is no one at this address",
             r"please check if (?:the )?address is correct",
-            r"^\W*\d{3}[ -]<?[^\s@<>]+@[^\s<>]+?>?\s+rejected\W*$",
             r"\bdoes not exist\b",
             r"\bdoesn'?t exist\b",
             r"<[^<>@\s]+@[^<>\s]+>\s*not found",
-            r"recipient address rejected\s*[.:]?\s*(?:\(in reply|$)",
-            r"(?:^|[\s#])5\.1\.0 address rejected",
             r"utilisateur inconnu|destinataire inconnu|adresse (?:destinataire )?invalide",
             r"destinataire invalide",
             r"benutzer unbekannt|unbekannte?r? (?:empf[aä]nger|benutzer)|existiert nicht",
             r"usuario (?:desconocido|inexistente|no existe)|no existe",
             r"utente (?:sconosciuto|inesistente)|nessun utente",
+        ),
+    ),
+    (
+        # Wording RFC 5321 and many servers also use for policy refusals ("550
+        # Requested action not taken: mailbox unavailable (e.g., mailbox not found,
+        # no access, or command rejected for policy reasons)", section 4.2.3): an
+        # unknown user only when an X.1 code, the RCPT stage or the receiver's own
+        # verdict backs it (rule D1 in outbox/bounces/README.md).
+        "unconfirmed_user",
+        _rx(
+            Manual(
+                r"(?:user|recipient|addressee|mail ?box|account|address)(?: name)?"
+                r" (?:is )?(?:currently )?unavailable",
+                ("unavailable",),
+            ),
+            r"^\W*\d{3}[ -]<?[^\s@<>]+@[^\s<>]+?>?\s+rejected\W*$",
+            r"recipient address rejected\s*[.:]?\s*(?:\(in reply|$)",
+            Manual(r"(?:^|[\s#])5\.1\.0 address rejected", ("address rejected",)),
         ),
     ),
 )

@@ -1,9 +1,17 @@
 """Turn one recipient's raw failure facts into class, reason and status.
 
-The rule that matters most: ``hard`` only when the address itself is known dead.
-A policy refusal (block list, spam, authentication, content, rate, quota, size,
-relaying, sender problems) is ``soft`` whatever its status code says, and so is every
-temporary (4.x.x) failure.
+The decision procedure is the table in ``outbox/bounces/README.md``; the rule ids
+there (E1..E9, D1..D9) name the steps below.  In short:
+
+* The *reason* comes from the first source that names one, in this order: report
+  fields (Action, Status class), a decisive enhanced status code, the reply code,
+  the server's diagnostic text, the notice's own text, then any other code (E1-E9).
+  Only one kind of text outranks a decisive code: wording that says *why* a message
+  was refused (spam, block list, quota, size, ...; E2), because servers reuse
+  5.1.1 and friends loosely for refusals that leave the address alive.
+* The *class* is the reason's class (:class:`~outbox.bounces.model.Reason`), then
+  the demotion rules D1-D9 apply: ``hard`` only when the address itself is known
+  dead, never for a temporary failure or a refusal that is about us.
 """
 
 from __future__ import annotations
@@ -12,159 +20,118 @@ import re
 from dataclasses import dataclass
 
 from outbox.bounces import reasons, status
-from outbox.bounces.model import Failure, Klass
+from outbox.bounces.model import HARD_REASONS, Failure, Klass, Reason
 
-HARD_REASONS = frozenset(
-    {"user_unknown", "host_unknown", "bad_address", "has_moved", "no_mail_host"}
-)
+__all__ = ["HARD_REASONS", "NOT_A_FAILURE", "BounceVerdict", "judge"]
+
 NOT_A_FAILURE = frozenset({"delivered", "relayed", "expanded", "deliverable"})
 _SENDER_STAGES = frozenset({"mail", "helo", "connect"})
 
-# RFC 3463 section 3 subject/detail -> (reason, address-is-dead).
-_BY_STATUS: tuple[tuple[re.Pattern[str], str, bool], ...] = (
-    (re.compile(r"^\d\.1\.1$"), "user_unknown", True),
-    (re.compile(r"^\d\.1\.2$"), "host_unknown", True),
-    (re.compile(r"^\d\.1\.3$"), "bad_address", True),
-    (re.compile(r"^\d\.1\.6$"), "has_moved", True),
-    (re.compile(r"^\d\.1\.10$"), "no_mail_host", True),
-    (re.compile(r"^\d\.1\.[78]$"), "sender_rejected", False),
-    (re.compile(r"^\d\.2\.1$"), "suspended", False),
-    (re.compile(r"^\d\.2\.2$"), "mailbox_full", False),
-    (re.compile(r"^\d\.2\.3$"), "message_too_big", False),
-    (re.compile(r"^\d\.3\.4$"), "message_too_big", False),
-    (re.compile(r"^\d\.3\.\d+$"), "system", False),
-    (re.compile(r"^\d\.4\.7$"), "expired", False),
-    (re.compile(r"^\d\.4\.\d+$"), "network", False),
-    (re.compile(r"^\d\.5\.\d+$"), "protocol", False),
-    (re.compile(r"^\d\.6\.\d+$"), "content", False),
-    (re.compile(r"^\d\.7\.(?:2[0-6]|8|9)$"), "authentication", False),
-    (re.compile(r"^\d\.7\.\d+$"), "policy", False),
+# RFC 3463 section 3 subject.detail -> reason.  "Decisive" codes name one condition
+# and decide the reason before any wording but the E2 kind (step E3); the others
+# (X.0.0, X.1.0, X.1.7/8, X.1.10, X.2.0/1, X.3.x, X.4.x, X.5.x, X.6.x, X.7.0/1 ...) only say
+# roughly where the failure lies and are used when no text names a reason (E8).
+_BY_STATUS: tuple[tuple[re.Pattern[str], Reason, bool], ...] = (
+    (re.compile(r"^\d\.1\.1$"), Reason.USER_UNKNOWN, True),
+    (re.compile(r"^\d\.1\.2$"), Reason.HOST_UNKNOWN, True),
+    (re.compile(r"^\d\.1\.3$"), Reason.BAD_ADDRESS, True),
+    (re.compile(r"^\d\.1\.6$"), Reason.HAS_MOVED, True),
+    # X.1.10 is RFC 7505's null MX, but Exchange Online also puts it on
+    # "RESOLVER.ADR.RecipientNotFound": hard either way, the text picks the reason.
+    (re.compile(r"^\d\.1\.10$"), Reason.NO_MAIL_HOST, False),
+    (re.compile(r"^\d\.1\.[78]$"), Reason.SENDER_REJECTED, False),
+    (re.compile(r"^\d\.2\.1$"), Reason.SUSPENDED, False),
+    (re.compile(r"^\d\.2\.2$"), Reason.MAILBOX_FULL, True),
+    (re.compile(r"^\d\.2\.3$"), Reason.MESSAGE_TOO_BIG, True),
+    (re.compile(r"^\d\.3\.4$"), Reason.MESSAGE_TOO_BIG, True),
+    (re.compile(r"^\d\.3\.\d+$"), Reason.SYSTEM, False),
+    # X.4.4 "unable to route": no MX or A record for the domain; decisive only as a
+    # permanent (5.x) code, a 4.4.4 is a DNS failure that may clear.
+    (re.compile(r"^5\.4\.4$"), Reason.HOST_UNKNOWN, True),
+    (re.compile(r"^\d\.4\.7$"), Reason.EXPIRED, True),
+    (re.compile(r"^\d\.4\.\d+$"), Reason.NETWORK, False),
+    (re.compile(r"^\d\.5\.\d+$"), Reason.PROTOCOL, False),
+    (re.compile(r"^\d\.6\.\d+$"), Reason.CONTENT, False),
+    # RFC 7372 X.7.20-X.7.26 (DKIM, SPF, reverse DNS, DMARC) and X.7.8/X.7.9.  Not
+    # X.7.27 (RFC 7505 "sender address has null MX"): Sendmail also puts it on a
+    # recipient domain's null MX, so the text decides.
+    (re.compile(r"^\d\.7\.(?:2[0-6]|8|9)$"), Reason.AUTHENTICATION, True),
+    (re.compile(r"^\d\.7\.\d+$"), Reason.POLICY, False),
 )
 
 # RFC 3463 subjects that place a failure elsewhere than the address: X.2 mailbox status
 # (the mailbox exists), X.3 the destination mail system, X.6 the message content.
 _NOT_THE_ADDRESS = re.compile(r"^\d\.[236]\.\d+$")
-_MAILBOX_STATE = frozenset({"mailbox_full", "suspended"})
-_GONE_FOR_GOOD = re.compile(r"^4\.1\.(?:1|2|10)$")
+_MAILBOX_STATE = frozenset({Reason.MAILBOX_FULL, Reason.SUSPENDED})
+# Final reports of these temporary codes mean the receiver kept saying "no such
+# mailbox / domain / route" until the sending MTA gave up.
+_GONE_FOR_GOOD = re.compile(r"^4\.(?:1\.(?:1|2|10)|4\.4)$")
 _ADDRESSING = re.compile(r"^\d\.1\.\d+$")
+# The generic policy codes many large providers put on any RCPT refusal.
+_GENERIC_POLICY = re.compile(r"^5\.7\.[01]$")
 
 # RFC 5321 section 4.2.2 / RFC 7504 reply codes that name a reason on their own.
-_BY_REPLY: dict[int, tuple[str, bool]] = {
-    521: ("no_mail_host", True),
-    556: ("no_mail_host", True),
-    551: ("has_moved", True),
-    552: ("mailbox_full", False),
-    452: ("mailbox_full", False),
+_HARD_REPLIES: dict[int, Reason] = {
+    521: Reason.NO_MAIL_HOST,
+    556: Reason.NO_MAIL_HOST,
+    551: Reason.HAS_MOVED,
 }
+_SOFT_REPLIES: dict[int, Reason] = {552: Reason.MAILBOX_FULL, 452: Reason.MAILBOX_FULL}
 
 
 @dataclass(frozen=True)
 class BounceVerdict:
     klass: Klass
-    reason: str
+    reason: Reason
     status: str
+    rule: str = ""  # id of the decision-table row that settled the class
 
 
-def _specific(text: str) -> tuple[str, bool] | None:
-    found = reasons.first_match(reasons.OVERRIDE_HARD, text)
-    if found:
-        return found, True
-    found = reasons.first_match(reasons.SPECIFIC_SOFT, text)
-    if found:
-        return found, False
-    found = reasons.first_match(reasons.HARD, text)
-    if found:
-        return found, True
-    return None
+@dataclass(frozen=True)
+class _Facts:
+    action: str
+    diagnostic: str
+    context: str
+    texts: list[str]
+    code: str | None
+    reply: int | None
+    stage: str | None
+    delayed: bool
+    temporary: bool
+    hosts: list[str]
+    sole: bool
 
 
-def _generic(text: str) -> tuple[str, bool] | None:
-    found = reasons.first_match(reasons.GENERIC_SOFT, text)
-    return (found, False) if found else None
+def _as_reason(value: str | None) -> Reason | None:
+    return Reason(value) if value else None
 
 
-def _reason(diagnostic: str, context: str, reply: int | None) -> tuple[str, bool] | None:
-    """The server's own answer first, then the surrounding notice text."""
-    found = _specific(diagnostic) if diagnostic else None
-    if found is None and reply in _BY_REPLY and _BY_REPLY[reply][1]:
-        found = _BY_REPLY[reply]
-    if found is None and diagnostic:
-        found = _generic(diagnostic)
-    if found is None and context:
-        found = _specific(context) or _generic(context)
-    return found
-
-
-def _from_status(code: str | None) -> tuple[str, bool] | None:
-    if not code:
-        return None
-    for pattern, reason, hard in _BY_STATUS:
-        if pattern.match(code):
-            return reason, hard
-    return None
-
-
-def _doubted_unknown_user(
-    code: str | None, stage: str | None, texts: list[str], diagnostic: str, hosts: list[str]
-) -> str | None:
-    """The reason to give instead when other evidence contradicts "unknown user" wording."""
-    if (
-        stage == "data"
-        and not (code or "").startswith("5.1.")
-        and any(reasons.UNKNOWN_USER_WORDING.search(t) for t in texts)
-    ):
-        # A bare "unknown user" after DATA comes from a content/sender filter, not a
-        # directory lookup (the recipient was already accepted at RCPT).
-        return "filtered"
-    if reasons.FILTER_UNKNOWN_USER.search(diagnostic):
-        return "filtered"
-    if stage != "rcpt" and code and _NOT_THE_ADDRESS.match(code):
-        # The code says the mailbox exists, or blames the system or the content.  Only a
-        # refusal of RCPT TO makes the words the directory's answer; otherwise the code
-        # wins, since a wrong "soft" costs a retry and a wrong "hard" a live recipient.
-        found = _from_status(code)
-        return found[0] if found else None
-    if not _confirmed(code, stage, texts, hosts):
-        return "unconfirmed_user"
-    return None
-
-
-def _gave_up_on_address(action: str, code: str | None) -> bool:
-    """A final report ("Action: failed") whose code says the mailbox or domain does not
-    exist: the receiver asked for retries (4.1.1), and answered the same until the
-    sending MTA gave up, days later."""
-    return action == "failed" and bool(code and _GONE_FOR_GOOD.match(code))
-
-
-def _confirmed(code: str | None, stage: str | None, texts: list[str], hosts: list[str]) -> bool:
-    """Is "no such user" backed by more than its words?
-
-    Content filters and gateways use the same words for a refusal after DATA, so the
-    words count only with an X.1 (addressing) status code, a refusal of RCPT TO, or a
-    receiving system's own address verdict.  Unconfirmed, the failure is soft: a dead
-    address still ends up suppressed by the soft-bounce streak.
-    """
-    if code and _ADDRESSING.match(code):
-        return True
-    return stage == "rcpt" or _receiver_says_gone(texts, hosts)
-
-
-def _receiver_says_gone(texts: list[str], hosts: list[str]) -> bool:
-    """The receiving system's own verdict that the address does not exist (a local
-    delivery agent, a notice's headline, a provider's documented reply), whatever the
-    SMTP stage: stronger than any reading of stage or code."""
-    if any(reasons.ADDRESS_VERDICT.search(t) for t in texts):
-        return True
-    return any(
-        host_rule.search(host) and text_rule.search(text)
-        for host_rule, text_rule in reasons.PROVIDER_ADDRESS_VERDICTS
-        for host in hosts
-        for text in texts
+def _says_why(text: str) -> Reason | None:
+    """Wording that names the refusal's cause (E2): always outranks a code."""
+    return _as_reason(
+        reasons.first_match(reasons.OVERRIDE_HARD, text)
+        or reasons.first_match(reasons.SPECIFIC_SOFT, text)
     )
 
 
-def judge(failure: Failure) -> BounceVerdict | None:
-    """Class, reason and status for one recipient; ``None`` if it did not fail."""
+def _says_dead(text: str) -> Reason | None:
+    return _as_reason(reasons.first_match(reasons.HARD, text))
+
+
+def _generic(text: str) -> Reason | None:
+    return _as_reason(reasons.first_match(reasons.GENERIC_SOFT, text))
+
+
+def _from_status(code: str | None) -> tuple[Reason, bool] | None:
+    if not code:
+        return None
+    for pattern, reason, decisive in _BY_STATUS:
+        if pattern.match(code):
+            return reason, decisive
+    return None
+
+
+def _facts(failure: Failure) -> _Facts | None:
     action = (failure.action or "").strip().lower()
     if action in NOT_A_FAILURE:
         return None
@@ -183,40 +150,136 @@ def judge(failure: Failure) -> BounceVerdict | None:
     temporary = delayed or status.is_temporary(code)
     if code is None and reply is not None and reply // 100 == 4:
         temporary = True
+    domain = (failure.recipient or "").rpartition("@")[2]
+    hosts = [h for h in (failure.reporting_mta, failure.remote_mta, domain) if h]
+    return _Facts(
+        action=action,
+        diagnostic=diagnostic,
+        context=failure.context or "",
+        texts=texts,
+        code=code,
+        reply=reply,
+        stage=stage,
+        delayed=delayed,
+        temporary=temporary,
+        hosts=hosts,
+        sole=failure.sole,
+    )
 
-    found = _reason(diagnostic, failure.context, reply)
-    if found is None:
-        found = _from_status(code)
-    if found is None and reply in _BY_REPLY:
-        found = _BY_REPLY[reply]
-    reason, hard = found if found else ("unknown", False)
 
-    if hard and stage in _SENDER_STAGES:
-        # A refusal of MAIL FROM / HELO / the connection is about us, not the address.
-        reason, hard = ("sender_rejected" if stage == "mail" else "blocked"), False
-    if hard and code and re.match(r"^5\.1\.[78]$", code):
-        reason, hard = "sender_rejected", False
-    if hard and code and code.startswith("5.7.") and reason != "no_mail_host":
-        reason, hard = "policy", False
-    if hard and reason == "user_unknown":
-        recipient_domain = (failure.recipient or "").rpartition("@")[2]
-        hosts = [h for h in (failure.reporting_mta, failure.remote_mta, recipient_domain) if h]
-        doubted = _doubted_unknown_user(code, stage, texts, diagnostic, hosts)
-        if doubted:
-            reason, hard = doubted, False
-    if hard and failure.sole and diagnostic and failure.context:
-        # The notice's own words about its one recipient contradict the server's
-        # answer ("Not enough disk space" above "550 5.1.1 User unknown"); with the
-        # evidence split, a soft verdict costs a retry, a hard one a live recipient.
-        contrary = _specific(failure.context)
-        if contrary and contrary[0] in _MAILBOX_STATE:
-            reason, hard = contrary[0], False
-    null_mx = reason == "no_mail_host" and any(reasons.NULL_MX.search(t) for t in texts)
-    if temporary and not (null_mx and not delayed) and not _gave_up_on_address(action, code):
-        hard = False
-    if delayed:
-        reason = "delayed"
+def _select(f: _Facts) -> tuple[Reason, str]:
+    """The reason, from the first source that names one (rows E2-E9)."""
+    found = _says_why(f.diagnostic) if f.diagnostic else None
+    if found:
+        return found, "E2"
+    by_code = _from_status(f.code)
+    if by_code and by_code[1]:
+        return by_code[0], "E3"
+    if f.reply in _HARD_REPLIES:
+        return _HARD_REPLIES[f.reply], "E4"
+    if f.diagnostic:
+        found = _says_dead(f.diagnostic) or _generic(f.diagnostic)
+        if found:
+            return found, "E5"
+    if f.context:
+        found = _says_why(f.context) or _says_dead(f.context) or _generic(f.context)
+        if found:
+            return found, "E6"
+    if by_code:
+        return by_code[0], "E7"
+    if f.reply in _SOFT_REPLIES:
+        return _SOFT_REPLIES[f.reply], "E8"
+    return Reason.UNKNOWN, "E9"
 
-    final_code = code or status.derive(reason, reply, temporary)
+
+def _receiver_says_gone(f: _Facts) -> bool:
+    """The receiving system's own verdict that the address does not exist (a local
+    delivery agent, a notice's headline, a provider's documented reply), whatever the
+    SMTP stage: stronger than any reading of stage or code."""
+    return reasons.receiver_says_gone(f.texts, f.hosts)
+
+
+def _confirmed(f: _Facts) -> bool:
+    """Do an X.1 code, the RCPT stage or the receiver's own verdict back the words?"""
+    return (
+        bool(f.code and _ADDRESSING.match(f.code)) or f.stage == "rcpt" or (_receiver_says_gone(f))
+    )
+
+
+def _strong_unknown_user(f: _Facts) -> bool:
+    return any(reasons.UNKNOWN_USER_WORDING.search(t) for t in f.texts) or any(
+        _says_dead(t) == Reason.USER_UNKNOWN for t in f.texts
+    )
+
+
+def _demote(reason: Reason, f: _Facts) -> tuple[Reason, str]:
+    """Rows D1-D7: evidence that the failure is not about the address being dead."""
+    if reason == Reason.UNCONFIRMED_USER and _confirmed(f):
+        # D1: weak "mailbox unavailable" / "address rejected" wording is a directory
+        # answer when an X.1 code, the RCPT stage or the receiver's verdict backs it.
+        reason = Reason.USER_UNKNOWN
+    if reason.klass != "hard":
+        return reason, ""
+    if f.stage in _SENDER_STAGES:
+        # D2: a refusal of MAIL FROM / HELO / the connection is about us.
+        return (Reason.SENDER_REJECTED if f.stage == "mail" else Reason.BLOCKED), "D2"
+    if (
+        f.code
+        and f.code.startswith("5.7.")
+        and reason != Reason.NO_MAIL_HOST
+        and not (
+            reason == Reason.USER_UNKNOWN
+            and f.stage == "rcpt"
+            and _GENERIC_POLICY.match(f.code)
+            and _strong_unknown_user(f)
+        )
+    ):
+        # D3: a security/policy code; only an RCPT-stage "no such user" under the
+        # generic 5.7.0/5.7.1 stays hard.
+        return Reason.POLICY, "D3"
+    if reason != Reason.USER_UNKNOWN:
+        return reason, ""
+    if _receiver_says_gone(f):
+        return reason, ""  # the receiver's verdict outweighs D4-D6
+    if reasons.FILTER_UNKNOWN_USER.search(f.diagnostic):
+        return Reason.FILTERED, "D4"  # "550 : User unknown", the mailbox left out
+    if (
+        f.stage == "data"
+        and not (f.code or "").startswith("5.1.")
+        and any(reasons.UNKNOWN_USER_WORDING.search(t) for t in f.texts)
+    ):
+        # D5: after DATA the recipient was already accepted at RCPT: a content or
+        # sender filter speaking, not a directory lookup.
+        return Reason.FILTERED, "D5"
+    if f.stage != "rcpt" and f.code and _NOT_THE_ADDRESS.match(f.code):
+        # D6: the code says the mailbox exists, or blames the system or the content.
+        found = _from_status(f.code)
+        return (found[0] if found else Reason.UNKNOWN), "D6"
+    return reason, ""
+
+
+def judge(failure: Failure) -> BounceVerdict | None:
+    """Class, reason and status for one recipient; ``None`` if it did not fail (E1)."""
+    f = _facts(failure)
+    if f is None:
+        return None
+    reason, rule = _select(f)
+    reason, demoted = _demote(reason, f)
+    rule = demoted or rule
+    hard = reason.klass == "hard"
+    if hard and f.sole and f.diagnostic and f.context:
+        # D7: the notice's own words about its one recipient contradict the server's
+        # answer ("Not enough disk space" above "550 5.1.1 User unknown").
+        contrary = _says_why(f.context)
+        if contrary in _MAILBOX_STATE:
+            reason, hard, rule = contrary, False, "D7"
+    null_mx = reason == Reason.NO_MAIL_HOST and any(reasons.NULL_MX.search(t) for t in f.texts)
+    gave_up = f.action == "failed" and bool(f.code and _GONE_FOR_GOOD.match(f.code))
+    if hard and f.temporary and not (null_mx and not f.delayed) and not gave_up:
+        hard, rule = False, "D8"  # temporary or still being retried
+    if f.delayed:
+        reason, rule = Reason.DELAYED, "D9"
+
+    final_code = f.code or status.derive(reason, f.reply, f.temporary)
     klass: Klass = "hard" if hard else "soft"
-    return BounceVerdict(klass=klass, reason=reason, status=final_code)
+    return BounceVerdict(klass=klass, reason=reason, status=final_code, rule=rule)

@@ -30,7 +30,15 @@ def test_one_object_per_recipient() -> None:
         ("hard", "gus@example.org", "5.1.1"),
         ("soft", "hana@example.org", "4.2.2"),
     ]
-    assert set(objects[0]) == {"class", "recipient", "status", "diagnostic", "original_message_id"}
+    assert set(objects[0]) == {
+        "class",
+        "recipient",
+        "status",
+        "reason",
+        "diagnostic",
+        "original_message_id",
+    }
+    assert [o["reason"] for o in objects] == ["user_unknown", "mailbox_full"]
     assert objects[0]["original_message_id"] == "<ord-1007.a1@app.example.com>"
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from outbox.bounces import BounceResult, parse_bounce
-from outbox.bounces.verdict import HARD_REASONS
+from outbox.bounces.model import HARD_REASONS
 
 from .conftest import FIXTURES, fixture_bytes, load_expected
 
@@ -145,5 +145,6 @@ def test_a_one_recipient_notice_lends_its_only_code_to_the_recipient() -> None:
 def test_a_notice_about_several_recipients_lends_no_code() -> None:
     results = parse_bounce(NOTICE_WITH_CODE_APART % b"kim@example.org\n    lee@example.org")
     lee = results[-1]
-    # lee's own lines quote no code; one from elsewhere may be another recipient's.
-    assert (lee.recipient, lee.klass, lee.status) == ("lee@example.org", "soft", "5.0.0")
+    # lee's own lines quote no code, so none is lent; the notice's reason, stated
+    # for every recipient it lists, still applies and the code is derived from it.
+    assert (lee.recipient, lee.klass, lee.reason) == ("lee@example.org", "hard", "user_unknown")

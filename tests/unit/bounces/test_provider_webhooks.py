@@ -63,7 +63,7 @@ def test_postmark_hard_bounce_with_bare_words_keeps_the_providers_class() -> Non
     # Postmark saw the SMTP conversation; its category confirms the words.
     report = providers.parse("postmark", postmark(Details="550 No such user"))
     assert only(report)[:2] == ("hard", "zoe@example.org")
-    assert only(report)[3] == "HardBounce"
+    assert only(report)[3] == "user_unknown"
 
 
 @pytest.mark.parametrize(

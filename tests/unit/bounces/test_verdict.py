@@ -25,7 +25,7 @@ def verdict(diagnostic: str = "", **kwargs: str | bool | None) -> tuple[str, str
             "user_unknown",
         ),
         ("550 No such user here", "5.1.1", "hard", "user_unknown"),
-        ("550 No such user here", None, "soft", "unconfirmed_user"),
+        ("550 No such user here", None, "hard", "user_unknown"),
         (
             "553 sorry, that domain isn't in my list of allowed rcpthosts",
             None,
@@ -240,8 +240,8 @@ def test_context_is_used_when_the_diagnostic_is_silent() -> None:
 def test_status_is_derived_when_absent() -> None:
     text = "550 Requested action not taken: no such user here"
     assert verdict(text, command="rcpt") == ("hard", "user_unknown", "5.1.1")
-    # Unconfirmed, the code stays unspecific rather than claiming X.1.1.
-    assert verdict(text) == ("soft", "unconfirmed_user", "5.0.0")
+    # Clear words need no stage to be hard; the code is derived from the reason.
+    assert verdict(text) == ("hard", "user_unknown", "5.1.1")
     assert verdict("452 Insufficient system storage") == ("soft", "mailbox_full", "4.2.2")
 
 
@@ -259,10 +259,11 @@ def test_status_is_derived_when_absent() -> None:
         "no such user here",
     ],
 )
-def test_unknown_user_words_alone_are_not_enough(text: str) -> None:
-    # Gateways and content filters answer a refused message with these words too.
-    assert verdict(text)[:2] == ("soft", "unconfirmed_user")
-    assert verdict(text, status="5.0.0")[:2] == ("soft", "unconfirmed_user")
+def test_clear_unknown_user_words_are_hard_without_a_stage(text: str) -> None:
+    # Words that say the address does not exist, with nothing against them (no DATA
+    # stage, no policy or mailbox-state code, no sender stage), are a verdict.
+    assert verdict(text)[:2] == ("hard", "user_unknown")
+    assert verdict(text, status="5.0.0")[:2] == ("hard", "user_unknown")
 
 
 @pytest.mark.parametrize(
@@ -357,9 +358,9 @@ def test_au_names_the_mailbox_only_when_it_does_not_exist() -> None:
     named = "550 <a@ezweb.ne.jp>: User unknown"
     assert verdict(named, recipient="a@ezweb.ne.jp")[:2] == ("hard", "user_unknown")
     assert verdict("550 : User unknown", recipient="a@ezweb.ne.jp")[:2] == ("soft", "filtered")
-    # The same words about another provider's address confirm nothing.
+    # Named or not by a provider, the words about a named mailbox are clear.
     other = "550 <a@example.org>: User unknown"
-    assert verdict(other, recipient="a@example.org")[:2] == ("soft", "unconfirmed_user")
+    assert verdict(other, recipient="a@example.org")[:2] == ("hard", "user_unknown")
 
 
 def test_a_bare_report_code_gives_way_to_the_notices_specific_one() -> None:
