@@ -206,3 +206,24 @@ def test_a_process_with_a_broken_setting_exits_naming_it(
     assert variable in output
     assert "ready for action" not in output
     assert "Traceback" not in output
+
+
+def test_the_procfile_worker_entry_starts_the_installed_worker(settings: Settings) -> None:
+    # jobs/worker only adds pool settings: a broken setting reaches outbox.worker's check.
+    env = {**os.environ, **settings.to_env(), "SMTP_URL": "htp://foo"}
+    env["PATH"] = f"{Path(sys.executable).parent}:{env['PATH']}"
+    done = subprocess.run(
+        [str(ROOT / "jobs" / "worker"), "bulk"],
+        env=env, capture_output=True, text=True, timeout=10, check=False,
+    )  # fmt: skip
+    assert done.returncode == 2
+    assert "outbox worker: cannot start: SMTP_URL" in done.stderr
+    unknown = subprocess.run(
+        [str(ROOT / "jobs" / "worker"), "newsletters"],
+        env=env, capture_output=True, text=True, timeout=10, check=False,
+    )  # fmt: skip
+    assert unknown.returncode == 2
+    assert "unknown pool" in unknown.stderr
+    procfile = (ROOT / "Procfile").read_text()
+    assert "worker_high: jobs/worker high" in procfile
+    assert "dramatiq jobs" not in procfile
