@@ -4,6 +4,7 @@
 
     OutboxError                  base; the message defaults to the class docstring
     ├── ConfigError              a missing or invalid setting
+    │   └── AttachmentUnavailable  a file enqueue checked is not where the worker looks
     ├── InvalidMessage           enqueue refused the email; nothing was written
     │   ├── InvalidAddress       the recipient is not a valid address
     │   ├── HeaderInjection      CR, LF or NUL in a value that reaches a header
@@ -35,6 +36,10 @@ class OutboxError(Exception):
 
 class ConfigError(OutboxError):
     """A setting is missing or invalid."""
+
+
+class AttachmentUnavailable(ConfigError):
+    """A file enqueue checked cannot be read where the worker looks for it."""
 
 
 class InvalidMessage(OutboxError):

@@ -24,7 +24,7 @@ from outbox.config import Settings
 from outbox.db import store
 from outbox.delivery.classify import classify_reply
 from outbox.delivery.retry import RetryPolicy, decide
-from outbox.errors import OutboxError, StoreError
+from outbox.errors import AttachmentUnavailable, OutboxError, StoreError
 from outbox.message.compose import composer
 from outbox.message.render import template_set
 from outbox.message.return_path import return_path
@@ -41,6 +41,8 @@ log = logging.getLogger(__name__)
 # Retrying the final write spares a resend when Postgres blinks after the
 # relay accepted: results stay in memory this long before the sweeper's turn.
 _RECORD_RETRY_DELAYS = (0.2, 0.5, 1.0, 2.0, 4.0, 8.0)
+# A row whose attachment this worker cannot see comes back this much later.
+_UNAVAILABLE_WAIT = 60.0
 
 
 # A send is routine; a retry worth a line; a refusal a warning; giving up an error.
@@ -122,6 +124,7 @@ class Delivery:
         self.rand = rand
         self.stopping = stopping or threading.Event()
         self.envelope_from = parseaddr(settings.sender)[1]
+        self._unavailable_logged = _Once(per_seconds=60.0)
         self.pacer = pacer
 
     def deliver(self, ids: Sequence[int]) -> None:
@@ -201,6 +204,12 @@ class Delivery:
         reply: Reply | None = None
         try:
             message = self.build(row)
+        except AttachmentUnavailable as exc:
+            # This worker's storage, not the email: wait for one that sees the
+            # file (or for this one to be fixed) without spending an attempt.
+            if self._unavailable_logged.ready():
+                log.error("email %s waits (and others like it): %s", row.id, exc)
+            return store.Deferral(row.id, _UNAVAILABLE_WAIT, f"waiting for its attachment: {exc}")
         except Exception as exc:
             # Our own defect (a broken template, params of the wrong shape), not
             # the receiver's verdict, and this row's alone: retrying gives an
@@ -308,3 +317,20 @@ class Delivery:
         with self.pool.connection() as conn:
             store.release_unattempted(conn, ids, worker, reason)
         log.info("released %d unattempted rows: %s", len(ids), reason)
+
+
+class _Once:
+    """True at most once per interval: one log line for a condition many rows share."""
+
+    def __init__(self, per_seconds: float) -> None:
+        self.per_seconds = per_seconds
+        self._next = 0.0
+        self._lock = threading.Lock()
+
+    def ready(self) -> bool:
+        now = time.monotonic()
+        with self._lock:
+            if now < self._next:
+                return False
+            self._next = now + self.per_seconds
+            return True

@@ -21,13 +21,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from outbox.errors import InvalidParams
+from outbox.errors import AttachmentUnavailable, InvalidParams
 from outbox.message.build import Attachment
 
 PARAM = "attachments"
 _KEYS = frozenset({"path", "filename", "content_type"})
 _CONTENT_TYPE = re.compile(r"[a-z0-9][a-z0-9!#$&^_.+-]{0,63}/[a-z0-9][a-z0-9!#$&^_.+-]{0,63}")
 _BAD_FILENAME = re.compile(r"[\x00-\x1f\x7f/\\]")
+
+
+class _Missing(InvalidParams):
+    """At enqueue, a missing file is the caller's mistake; at send time, the worker's."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,9 +60,21 @@ def references(params: Mapping[str, Any], *, directory: str, max_bytes: int) -> 
 
 
 def load(params: Mapping[str, Any], *, directory: str, max_bytes: int) -> list[Attachment]:
-    """The files themselves, checked again: they may have changed since enqueue."""
+    """The files themselves, checked again: they may have changed since enqueue.
+
+    Enqueue found every file, so a file missing now, or no directory at all,
+    says the worker does not see the application's storage (another
+    OUTBOX_ATTACHMENTS_DIR, an unmounted volume): :class:`AttachmentUnavailable`,
+    which delivery treats as its own outage, not as the email's fault.
+    """
+    if not directory:
+        raise AttachmentUnavailable("this worker has no OUTBOX_ATTACHMENTS_DIR")
+    try:
+        refs = references(params, directory=directory, max_bytes=max_bytes)
+    except _Missing as exc:
+        raise AttachmentUnavailable(f"{exc} (as this worker sees it)") from None
     loaded = []
-    for ref in references(params, directory=directory, max_bytes=max_bytes):
+    for ref in refs:
         with ref.path.open("rb") as file:
             data = file.read(max_bytes + 1)
         if len(data) > max_bytes:
@@ -79,7 +95,7 @@ def _reference(root: Path, item: dict[str, Any], index: int) -> Reference:
     if not path.is_relative_to(root):
         raise InvalidParams(f"{where}: {relative!r} is outside OUTBOX_ATTACHMENTS_DIR")
     if not path.is_file():
-        raise InvalidParams(f"{where}: no file {relative!r} in OUTBOX_ATTACHMENTS_DIR")
+        raise _Missing(f"{where}: no file {relative!r} in OUTBOX_ATTACHMENTS_DIR")
     filename = item.get("filename", path.name)
     if (
         not isinstance(filename, str)

@@ -142,3 +142,42 @@ def test_params_cannot_inject_markup_or_headers(settings: Settings) -> None:
             settings=settings,
         )
     assert query(settings, "SELECT count(*) FROM email_outbox") == [(1,)]
+
+
+@pytest.mark.parametrize("worker_dir", ["", "elsewhere"])
+def test_a_worker_that_cannot_see_the_attachment_waits_without_an_attempt(
+    settings: Settings, tmp_path: Path, worker_dir: str
+) -> None:
+    # The application saw the file at enqueue; a worker with no (or another)
+    # OUTBOX_ATTACHMENTS_DIR must not spend the email's attempts, nor kill it.
+    (tmp_path / "app" / "invoices").mkdir(parents=True)
+    (tmp_path / "app" / "invoices" / "1234.pdf").write_bytes(b"%PDF-1.4\n")
+    (tmp_path / "elsewhere").mkdir()
+    app = dataclasses.replace(settings, attachments_dir=str(tmp_path / "app"))
+    attachment = {"path": "invoices/1234.pdf"}
+    with psycopg.connect(settings.database_url) as conn:
+        enqueue(
+            conn,
+            idempotency_key="invoice-1234",
+            to="alice@example.com",
+            template="invoice",
+            params={**INVOICE, "attachments": [attachment]},
+            settings=app,
+        )
+        conn.commit()
+    worker = dataclasses.replace(
+        settings, attachments_dir=str(tmp_path / worker_dir) if worker_dir else ""
+    )
+    with harness(worker) as (h, sink):
+        h.relay.run_round()
+        while h.groups:
+            h.delivery.deliver(h.groups.pop(0))
+    assert sink.messages == []
+    ((status, attempts, reason, wait),) = query(
+        settings,
+        "SELECT status, attempts, status_reason, next_attempt_at > now() + interval '30 seconds'"
+        " FROM email_outbox",
+    )
+    assert (status, attempts, wait) == ("pending", 0, True)
+    assert reason.startswith("waiting for its attachment")
+    assert query(settings, "SELECT count(*) FROM email_attempt") == [(0,)]
