@@ -1,24 +1,60 @@
-"""The Dramatiq broker the relay publishes to and the workers consume from, from Settings."""
+"""The Dramatiq broker the relay publishes to and the workers consume from, by URL.
+
+``OUTBOX_BROKER_URL`` (else ``REDIS_URL``) picks it: ``redis://`` for Redis,
+``amqp://`` for RabbitMQ. RabbitMQ keeps what it was given across its own
+restart: durable queues, persistent messages, and publisher confirms, so the
+relay commits a claim only after the broker has the message (Dramatiq's
+``confirm_delivery``). Redis without persistence loses its queues on a restart;
+the rows stay in Postgres and the relay and the sweeper publish them again.
+"""
 
 from __future__ import annotations
 
+from urllib.parse import urlsplit
+
+import dramatiq
 from dramatiq.brokers.redis import RedisBroker
 from dramatiq.middleware import AgeLimit, Retries
 
 from outbox.config import Settings
+from outbox.errors import ConfigError
 from outbox.models import Priority
+
+REDIS_SCHEMES = frozenset({"redis", "rediss", "unix"})
+AMQP_SCHEMES = frozenset({"amqp", "amqps"})
 
 
 def queue_name(priority: Priority) -> str:
     return f"email_{priority.value}"
 
 
-def make_broker(settings: Settings) -> RedisBroker:
-    broker = RedisBroker(  # type: ignore[no-untyped-call]
-        url=settings.redis_url, namespace=f"{settings.namespace}-dramatiq"
-    )
-    # The outbox row owns retries and age limits: a retry scheduled in Redis
-    # would vanish with a Redis restart, one in Postgres does not.
+def broker_kind(url: str) -> str:
+    """``redis`` or ``rabbitmq``; a ConfigError for anything else."""
+    try:
+        scheme = urlsplit(url).scheme
+    except ValueError:
+        scheme = ""
+    if scheme in REDIS_SCHEMES:
+        return "redis"
+    if scheme in AMQP_SCHEMES:
+        return "rabbitmq"
+    raise ConfigError("OUTBOX_BROKER_URL must be a redis://, rediss://, unix:// or amqp:// URL")
+
+
+def make_broker(settings: Settings) -> dramatiq.Broker:
+    broker: dramatiq.Broker
+    if broker_kind(settings.broker) == "rabbitmq":
+        from dramatiq.brokers.rabbitmq import RabbitmqBroker  # noqa: PLC0415 (pika on demand)
+
+        # Durable queues and persistent messages are Dramatiq's defaults for
+        # RabbitMQ; confirms make enqueue return only once the broker has it.
+        broker = RabbitmqBroker(url=settings.broker, confirm_delivery=True)
+    else:
+        broker = RedisBroker(  # type: ignore[no-untyped-call]
+            url=settings.broker, namespace=f"{settings.namespace}-dramatiq"
+        )
+    # The outbox row owns retries and age limits: a retry scheduled in the
+    # broker would vanish with a Redis restart, one in Postgres does not.
     for middleware in list(broker.middleware):
         if isinstance(middleware, Retries | AgeLimit):
             broker.middleware.remove(middleware)

@@ -24,6 +24,7 @@ PACKAGE_TEMPLATES = Path(__file__).with_name("templates")
 class Settings:
     database_url: str = "postgresql://postgres@127.0.0.1:5432/postgres"
     redis_url: str = "redis://127.0.0.1:6379/0"
+    broker_url: str = ""  # redis://… or amqp://… (RabbitMQ); empty: REDIS_URL
     smtp_url: str = "smtp://127.0.0.1:1025"
     smtp_starttls: str = "opportunistic"  # never | opportunistic | required
     smtp_connect_timeout: float = 10.0
@@ -134,6 +135,11 @@ class Settings:
         _check_sender(self.sender)
         if not self.templates.is_dir():
             raise ConfigError(f"OUTBOX_TEMPLATES: {self.templates} is not a directory")
+
+    @property
+    def broker(self) -> str:
+        """The broker's URL: OUTBOX_BROKER_URL, else REDIS_URL."""
+        return self.broker_url or self.redis_url
 
     def rate_limits_parsed(self) -> RateLimits:
         return RateLimits.parse(self.rate_limits, self.send_rate, self.domain_groups)

@@ -32,6 +32,7 @@ _SENDERS = frozenset({"worker"})
 READERS: dict[str, frozenset[str]] = {
     "database_url": _ALL,
     "redis_url": frozenset({"relay", "worker", "metrics"}),
+    "broker_url": frozenset({"relay", "worker"}),
     "namespace": frozenset({"relay", "worker", "metrics"}),
     "sender": frozenset({"app", "worker"}),  # worker: rows enqueued before it was stored
     "message_id_domain": frozenset({"app"}),
@@ -76,7 +77,7 @@ SECRETS = frozenset(
         "resend_webhook_secret",
     }
 )
-_URLS = frozenset({"database_url", "redis_url", "smtp_url", "failover_smtp_url"})
+_URLS = frozenset({"database_url", "redis_url", "broker_url", "smtp_url", "failover_smtp_url"})
 
 
 def readers(name: str) -> frozenset[str]:
@@ -179,6 +180,13 @@ def _database_url(settings: Settings) -> None:
         raise ConfigError("DATABASE_URL must be a postgresql:// URL (or a libpq key=value string)")
 
 
+def _broker_url(settings: Settings) -> None:
+    from outbox.broker import broker_kind  # noqa: PLC0415
+
+    if settings.broker_url:
+        broker_kind(settings.broker_url)
+
+
 def _redis_url(settings: Settings) -> None:
     try:
         parts = urlsplit(settings.redis_url)
@@ -228,8 +236,8 @@ def _webhooks(settings: Settings) -> None:
 
 _CHECKS: dict[str, tuple[Callable[[Settings], None], ...]] = {
     "app": (_database_url, _attachments_dir),
-    "relay": (_database_url, _redis_url),
-    "worker": (_database_url, _redis_url, _transport, _message, _attachments_dir),
+    "relay": (_database_url, _redis_url, _broker_url),
+    "worker": (_database_url, _redis_url, _broker_url, _transport, _message, _attachments_dir),
     "web": (_database_url, _webhooks),
     "bounces": (_database_url, _bounce_server),
     "metrics": (_database_url, _redis_url),

@@ -34,6 +34,6 @@ class Publisher:
             )
             try:
                 self.broker.enqueue(message)
-            except (redis.RedisError, dramatiq.errors.DramatiqError) as exc:
+            except (redis.RedisError, dramatiq.errors.DramatiqError, OSError) as exc:
                 # Translated here, at the edge: the relay knows no broker.
                 raise BrokerError(f"could not publish to {queue}: {exc}") from exc
