@@ -180,7 +180,12 @@ def cmd_relay(settings: Settings, args: argparse.Namespace) -> int:
 
     setup_tracing("outbox-relay")
     stop = _stop_on_signals()
-    with store.Pool(settings.database_url, name="outbox-relay", max_size=2) as pool:
+    with store.Pool(
+        settings.database_url,
+        name="outbox-relay",
+        max_size=2,
+        prepare=settings.prepared_statements == "on",
+    ) as pool:
         priorities = [Priority(p) for p in args.priority or ("high", "bulk")]
         Relay(settings, pool, Publisher(make_broker(settings)), priorities=priorities).run(stop)
     return 0

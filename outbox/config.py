@@ -25,6 +25,8 @@ class Settings:
     database_url: str = "postgresql://postgres@127.0.0.1:5432/postgres"
     redis_url: str = "redis://127.0.0.1:6379/0"
     broker_url: str = ""  # redis://… or amqp://… (RabbitMQ); empty: REDIS_URL
+    listen_database_url: str = ""  # a direct connection for the relay's LISTEN; empty: DATABASE_URL
+    prepared_statements: str = "on"  # off behind PgBouncer < 1.21 in transaction mode
     smtp_url: str = "smtp://127.0.0.1:1025"
     smtp_starttls: str = "opportunistic"  # never | opportunistic | required
     smtp_connect_timeout: float = 10.0
@@ -123,6 +125,8 @@ class Settings:
                 raise ConfigError(f"OUTBOX_{name.upper()} must be at least 1")
         if self.bounce_domain and not self.secret:
             raise ConfigError("OUTBOX_BOUNCE_DOMAIN needs OUTBOX_SECRET to sign return paths")
+        if self.prepared_statements not in {"on", "off"}:
+            raise ConfigError("OUTBOX_PREPARED_STATEMENTS must be on or off")
         if self.pace_by_mx not in {"on", "off"}:
             raise ConfigError("OUTBOX_PACE_BY_MX must be on or off")
         if not 0 < self.pace_floor <= 1:
@@ -135,6 +139,11 @@ class Settings:
         _check_sender(self.sender)
         if not self.templates.is_dir():
             raise ConfigError(f"OUTBOX_TEMPLATES: {self.templates} is not a directory")
+
+    @property
+    def listen_url(self) -> str:
+        """Where the relay LISTENs: OUTBOX_LISTEN_DATABASE_URL, else DATABASE_URL."""
+        return self.listen_database_url or self.database_url
 
     @property
     def broker(self) -> str:

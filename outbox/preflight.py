@@ -31,6 +31,8 @@ _SENDERS = frozenset({"worker"})
 # Which processes read each setting ("app" is the application that enqueues).
 READERS: dict[str, frozenset[str]] = {
     "database_url": _ALL,
+    "listen_database_url": frozenset({"relay"}),
+    "prepared_statements": frozenset({"relay", "worker", "web", "bounces"}),
     "redis_url": frozenset({"relay", "worker", "metrics"}),
     "broker_url": frozenset({"relay", "worker"}),
     "namespace": frozenset({"relay", "worker", "metrics"}),
@@ -77,7 +79,10 @@ SECRETS = frozenset(
         "resend_webhook_secret",
     }
 )
-_URLS = frozenset({"database_url", "redis_url", "broker_url", "smtp_url", "failover_smtp_url"})
+_URLS = frozenset(
+    {"database_url", "listen_database_url", "redis_url", "broker_url", "smtp_url",
+     "failover_smtp_url"}
+)  # fmt: skip
 
 
 def readers(name: str) -> frozenset[str]:

@@ -65,8 +65,17 @@ class Pool:
     """
 
     def __init__(
-        self, url: str, *, name: str, min_size: int = 1, max_size: int = 4, timeout: float = 30.0
+        self,
+        url: str,
+        *,
+        name: str,
+        min_size: int = 1,
+        max_size: int = 4,
+        timeout: float = 30.0,
+        prepare: bool = True,
     ) -> None:
+        # PgBouncer before 1.21 in transaction mode cannot keep a prepared
+        # statement: psycopg must not prepare (OUTBOX_PREPARED_STATEMENTS=off).
         self._pool = ConnectionPool(
             url,
             min_size=min_size,
@@ -75,6 +84,7 @@ class Pool:
             check=ConnectionPool.check_connection,
             name=name,
             open=True,
+            kwargs={} if prepare else {"prepare_threshold": None},
         )
 
     @contextlib.contextmanager
@@ -94,18 +104,46 @@ class Pool:
 
 
 class Listener:
-    """LISTEN on a dedicated connection, re-opened when it breaks."""
+    """LISTEN on a dedicated connection, re-opened when it breaks.
 
-    def __init__(self, conninfo: str, channel: str) -> None:
+    A connection pooler in transaction mode (PgBouncer's common setting) takes
+    LISTEN without complaint and then drops every notification: the server
+    connection that listens is handed to other clients between transactions.
+    So each new listening connection is probed with a NOTIFY sent from another
+    connection; when the probe never arrives, the listener says so once and the
+    caller polls (``wait`` just sleeps its timeout).
+    """
+
+    PROBE = "outbox-listen-probe"
+
+    def __init__(self, conninfo: str, channel: str, *, probe_seconds: float = 2.0) -> None:
         self.conninfo = conninfo
+        self.channel_name = channel
         self.channel = psycopg.sql.Identifier(channel)
+        self.probe_seconds = probe_seconds
         self.conn: psycopg.Connection[tuple[object, ...]] | None = None
+        self.working: bool | None = None  # None: not probed yet
 
     def wait(self, timeout: float, stop: threading.Event) -> None:
+        if self.working is False:
+            stop.wait(timeout)  # notifications cannot arrive here: poll
+            return
         try:
             if self.conn is None or self.conn.closed:
                 self.conn = psycopg.connect(self.conninfo, autocommit=True, connect_timeout=5)
                 self.conn.execute(psycopg.sql.SQL("LISTEN {}").format(self.channel))
+                if not self._probe(self.conn):
+                    self.working = False
+                    self.close()
+                    _log.warning(
+                        "LISTEN/NOTIFY does not work through this connection (a pooler in "
+                        "transaction mode?): polling every %.1fs; set OUTBOX_LISTEN_DATABASE_URL "
+                        "to a direct connection to Postgres for immediate wake-ups",
+                        timeout,
+                    )
+                    stop.wait(timeout)
+                    return
+                self.working = True
             # Short slices so that a stop request is seen within a quarter second.
             deadline = time.monotonic() + timeout
             while not stop.is_set():
@@ -116,6 +154,16 @@ class Listener:
             _log.warning("LISTEN connection lost (%s); polling", exc)
             self.close()
             stop.wait(timeout)
+
+    def _probe(self, conn: psycopg.Connection[tuple[object, ...]]) -> bool:
+        with psycopg.connect(self.conninfo, autocommit=True, connect_timeout=5) as other:
+            other.execute("SELECT pg_notify(%s, %s)", (self.channel_name, self.PROBE))
+        deadline = time.monotonic() + self.probe_seconds
+        while (left := deadline - time.monotonic()) > 0:
+            for note in conn.notifies(timeout=left, stop_after=1):
+                if note.payload == self.PROBE:
+                    return True
+        return False
 
     def close(self) -> None:
         if self.conn is not None:

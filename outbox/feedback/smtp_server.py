@@ -99,7 +99,12 @@ class BounceServer:
 
 
 def serve(settings: Settings, stop: threading.Event) -> None:
-    with store.Pool(settings.database_url, name="outbox-bounces", max_size=4) as pool:
+    with store.Pool(
+        settings.database_url,
+        name="outbox-bounces",
+        max_size=4,
+        prepare=settings.prepared_statements == "on",
+    ) as pool:
         server = BounceServer(settings, pool)
         server.start()
         try:

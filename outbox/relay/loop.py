@@ -86,7 +86,7 @@ class Relay:
 
     def run(self, stop: threading.Event) -> None:
         """Loop until ``stop`` is set: publish, sweep now and then, wait for work."""
-        listener = store.Listener(self.settings.database_url, NOTIFY_CHANNEL)
+        listener = store.Listener(self.settings.listen_url, NOTIFY_CHANNEL)
         log.info("relay %s started", self.name)
         failures = 0
         try:

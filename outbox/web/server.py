@@ -188,7 +188,12 @@ def make_server(settings: Settings, pool: store.Pool, host: str, port: int) -> T
 
 def serve(settings: Settings, host: str, port: int, stop: threading.Event) -> None:
     """Serve until ``stop`` is set."""
-    with store.Pool(settings.database_url, name="outbox-web", max_size=4) as pool:
+    with store.Pool(
+        settings.database_url,
+        name="outbox-web",
+        max_size=4,
+        prepare=settings.prepared_statements == "on",
+    ) as pool:
         server = make_server(settings, pool, host, port)
         thread = threading.Thread(target=server.serve_forever, name="outbox-web", daemon=True)
         thread.start()

@@ -24,7 +24,12 @@ stopping = threading.Event()
 def delivery() -> Delivery:
     """Per process (created after the worker forks): pool, transport, templates."""
     settings = default_settings()
-    pool = store.Pool(settings.database_url, name="outbox-worker", max_size=16)
+    pool = store.Pool(
+        settings.database_url,
+        name="outbox-worker",
+        max_size=16,
+        prepare=settings.prepared_statements == "on",
+    )
     transport = build_transport(settings)  # OUTBOX_TRANSPORT: SMTP or an HTTP provider
     pacer = pacer_for(settings)  # OUTBOX_RATE_LIMITS, OUTBOX_SEND_RATE: shared through Redis
     return Delivery(settings, pool, transport, stopping=stopping, pacer=pacer)

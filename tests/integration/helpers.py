@@ -46,7 +46,8 @@ def add_newsletter(
 
 @contextmanager
 def pool(settings: Settings) -> Iterator[store.Pool]:
-    with store.Pool(settings.database_url, name="outbox-test", max_size=4) as p:
+    prepare = settings.prepared_statements == "on"
+    with store.Pool(settings.database_url, name="outbox-test", max_size=4, prepare=prepare) as p:
         yield p
 
 
