@@ -59,6 +59,11 @@ LOGIN = {"name": "Alice", "code": "482913", "product": "Outbox", "minutes": 10}
 RESULTS: list[tuple[str, str, str]] = []  # (section, figure, value)
 
 
+def _section(name: str) -> str:
+    """A section name with the broker it ran on, when that is not Redis."""
+    return f"{name} (rabbitmq)" if BROKER["url"].startswith("amqp") else name
+
+
 def report(section: str, figure: str, value: str) -> None:
     RESULTS.append((section, figure, value))
     print(f"  {figure:<58} {value}", flush=True)
@@ -110,10 +115,16 @@ def smtp_sink() -> Iterator[tuple[str, str]]:
         proc.wait()
 
 
+# The broker of the end-to-end and latency runs (--brokers names them in turn).
+BROKERS = {"redis": "", "rabbitmq": "amqp://guest:guest@127.0.0.1:5672/%2F"}
+BROKER = {"url": ""}
+
+
 def settings_for(url: str, smtp_url: str, **overrides: Any) -> Settings:
     return Settings(
         database_url=url,
         redis_url=REDIS_URL,
+        broker_url=BROKER["url"],
         smtp_url=smtp_url,
         namespace=f"bench-{uuid.uuid4().hex[:8]}",
         **overrides,
@@ -147,7 +158,7 @@ def count_status(settings: Settings, status: str) -> int:
 class CpuMeter:
     """CPU seconds per kind of process, from psutil, between start() and stop()."""
 
-    KINDS = ("worker", "relay", "postgres", "redis", "sink")
+    KINDS = ("worker", "relay", "postgres", "redis", "rabbitmq", "sink")
 
     def __init__(self) -> None:
         self.before: dict[str, float] = {}
@@ -177,6 +188,8 @@ class CpuMeter:
             return "postgres"
         if "redis-server" in name:
             return "redis"
+        if "beam.smp" in name and "rabbit" in command:
+            return "rabbitmq"
         if "smtp-sink" in command:
             return "sink"
         if "dramatiq" in command and "outbox.worker" in command:
@@ -251,14 +264,14 @@ def bench_end_to_end(smtp_url: str, n: int, bulk: tuple[int, int]) -> tuple[floa
     rate = n / elapsed
     processes, threads = bulk
     label = f"{n:,} emails, relay + {processes} bulk worker processes x {threads} threads"
-    report("end to end", label, f"{rate:,.0f} emails/s (wall, incl. worker start-up)")
-    report("end to end", "first to last send", f"{steady:,.0f} emails/s")
+    report(_section("end to end"), label, f"{rate:,.0f} emails/s (wall, incl. worker start-up)")
+    report(_section("end to end"), "first to last send", f"{steady:,.0f} emails/s")
     for kind in CpuMeter.KINDS:
         used = after.get(kind, 0.0) - before.get(kind, 0.0)
-        report("end to end", f"CPU per email: {kind}", f"{used / n * 1e6:,.0f} µs")
+        report(_section("end to end"), f"CPU per email: {kind}", f"{used / n * 1e6:,.0f} µs")
     rss = meter.worker_rss_mb()
     if rss:
-        report("end to end", "worker RSS, peak per process", f"{max(rss):,.0f} MB")
+        report(_section("end to end"), "worker RSS, peak per process", f"{max(rss):,.0f} MB")
     return steady, meter
 
 
@@ -311,20 +324,28 @@ def bench_login_latency(smtp_url: str, backlog: int, samples: int) -> None:
             ).fetchall()
     latencies.sort()
     report(
-        "login latency", f"login codes sent while {backlog:,} bulk rows drain", str(len(latencies))
+        _section("login latency"),
+        f"login codes sent while {backlog:,} bulk rows drain",
+        str(len(latencies)),
     )
-    report("login latency", "bulk rows still unsent when the last code went", f"{bulk_left:,}")
+    report(
+        _section("login latency"),
+        "bulk rows still unsent when the last code went",
+        f"{bulk_left:,}",
+    )
     for q in (50, 90, 99):
         report(
-            "login latency", f"commit -> sent p{q}", f"{_percentile(latencies, q) * 1000:.1f} ms"
+            _section("login latency"),
+            f"commit -> sent p{q}",
+            f"{_percentile(latencies, q) * 1000:.1f} ms",
         )
-    report("login latency", "max", f"{latencies[-1] * 1000:.1f} ms")
+    report(_section("login latency"), "max", f"{latencies[-1] * 1000:.1f} ms")
     for index, stage in enumerate(("commit -> published", "published -> taken", "taken -> sent")):
         values = sorted(float(row[index]) for row in stages)
         figures = " / ".join(f"{_percentile(values, q) * 1000:.0f}" for q in (50, 90, 99))
-        report("login latency", f"{stage} p50 / p90 / p99", f"{figures} ms")
+        report(_section("login latency"), f"{stage} p50 / p90 / p99", f"{figures} ms")
     rss = meter.worker_rss_mb()
-    report("login latency", "worker RSS, peak per process", f"{max(rss):,.0f} MB")
+    report(_section("login latency"), "worker RSS, peak per process", f"{max(rss):,.0f} MB")
 
 
 def _login_sent(url: str) -> int:
@@ -434,6 +455,9 @@ def main() -> int:
     parser.add_argument("--only", nargs="*", default=None,
                         choices=["raw", "e2e", "latency", "enqueue", "claim"])  # fmt: skip
     parser.add_argument("--markdown", type=Path, help="also write the figures as a Markdown table")
+    parser.add_argument(
+        "--brokers", default="redis", help="end to end and latency on each: redis,rabbitmq"
+    )
     args = parser.parse_args()
     bulk = tuple(int(x) for x in args.workers.split("x"))
     wanted = set(args.only or ["raw", "e2e", "latency", "enqueue", "claim"])
@@ -442,12 +466,17 @@ def main() -> int:
     with smtp_sink() as (smtp_url, sink_kind):
         print(f"sink: {sink_kind}")
         raw = bench_raw_smtp(smtp_url, 20_000) if "raw" in wanted or "e2e" in wanted else None
-        if "e2e" in wanted:
-            steady, _ = bench_end_to_end(smtp_url, args.emails, (bulk[0], bulk[1]))
-            if raw:
-                report("end to end", "share of the raw SMTP limit", f"{steady / raw * 100:.0f} %")
-        if "latency" in wanted:
-            bench_login_latency(smtp_url, args.backlog, args.logins)
+        for broker in args.brokers.split(","):
+            BROKER["url"] = BROKERS[broker]
+            print(f"broker: {broker}")
+            if "e2e" in wanted:
+                steady, _ = bench_end_to_end(smtp_url, args.emails, (bulk[0], bulk[1]))
+                if raw:
+                    share = f"{steady / raw * 100:.0f} %"
+                    report(f"end to end ({broker})", "share of the raw SMTP limit", share)
+            if "latency" in wanted:
+                bench_login_latency(smtp_url, args.backlog, args.logins)
+        BROKER["url"] = ""
     if "enqueue" in wanted:
         bench_enqueue(2000, 100_000)
     if "claim" in wanted:
