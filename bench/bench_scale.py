@@ -14,52 +14,17 @@ from __future__ import annotations
 
 import argparse
 import sys
-import threading
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import psycopg
 from run import (  # type: ignore[import-not-found]
     BROKER,
     BROKERS,
-    CpuMeter,
-    count_status,
-    database,
-    fill,
+    drain,
     machine,
-    settings_for,
     smtp_sink,
-    watch_rss,
 )
-
-from outbox.testing.pipeline import Pipeline
-
-
-def drain(smtp_url: str, n: int, processes: int, relays: int) -> tuple[float, dict[str, float]]:
-    with database("scale") as url:
-        settings = settings_for(url, smtp_url)
-        fill(settings, n)
-        env = {**settings.to_env(), "OUTBOX_LOG_LEVEL": "WARNING"}
-        meter = CpuMeter()
-        stop = threading.Event()
-        with Pipeline(env, relays=relays, high=(0, 0), bulk=(processes, 8)):
-            before = meter.sample()
-            watcher = threading.Thread(target=watch_rss, args=(meter, stop))
-            watcher.start()
-            while count_status(settings, "sent") < n:
-                time.sleep(0.1)
-            after = meter.sample()
-            stop.set()
-            watcher.join()
-        with psycopg.connect(url) as conn:
-            first, last = conn.execute(
-                "SELECT min(sent_at), max(sent_at) FROM email_outbox"
-            ).fetchone()  # type: ignore[misc]
-    rate = n / max((last - first).total_seconds(), 1e-9)
-    cpu = {k: (after.get(k, 0.0) - before.get(k, 0.0)) / n * 1e6 for k in CpuMeter.KINDS}
-    return rate, cpu
 
 
 def main() -> int:
@@ -77,9 +42,9 @@ def main() -> int:
             BROKER["url"] = BROKERS[broker]
             for relays in (int(r) for r in args.relays.split(",")):
                 for processes in (int(p) for p in args.processes.split(",")):
-                    rate, cpu = drain(smtp_url, args.emails, processes, relays)
-                    spent = ", ".join(f"{k} {v:,.0f}" for k, v in cpu.items() if v)
-                    print(f"{broker:<9} {relays:>6} {processes:>7} {rate:>9,.0f}  {spent}")
+                    done = drain(smtp_url, args.emails, (processes, 8), relays)
+                    spent = ", ".join(f"{k} {v:,.0f}" for k, v in done.cpu_us.items() if v)
+                    print(f"{broker:<9} {relays:>6} {processes:>7} {done.steady:>9,.0f}  {spent}")
     return 0
 
 

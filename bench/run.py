@@ -32,6 +32,7 @@ import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -238,14 +239,24 @@ def bench_raw_smtp(smtp_url: str, n: int) -> float:
     return rate
 
 
-def bench_end_to_end(smtp_url: str, n: int, bulk: tuple[int, int]) -> tuple[float, CpuMeter]:
+@dataclass
+class Drained:
+    """One newsletter drained through the Procfile's processes."""
+
+    elapsed: float  # wall seconds, worker start-up included
+    steady: float  # emails/s from the first send to the last
+    cpu_us: dict[str, float]  # CPU per email by kind of process
+    meter: CpuMeter
+
+
+def drain(smtp_url: str, n: int, bulk: tuple[int, int], relays: int = 1) -> Drained:
     with database("e2e") as url:
         settings = settings_for(url, smtp_url)
         fill(settings, n)
         meter = CpuMeter()
         env = {**settings.to_env(), "OUTBOX_LOG_LEVEL": "WARNING"}
         stop = threading.Event()
-        with Pipeline(env, high=(0, 0), bulk=bulk):
+        with Pipeline(env, relays=relays, high=(0, 0), bulk=bulk):
             before = meter.sample()
             watcher = threading.Thread(target=watch_rss, args=(meter, stop))
             watcher.start()
@@ -260,15 +271,19 @@ def bench_end_to_end(smtp_url: str, n: int, bulk: tuple[int, int]) -> tuple[floa
             first, last = conn.execute(
                 "SELECT min(sent_at), max(sent_at) FROM email_outbox"
             ).fetchone()  # type: ignore[misc]
-    steady = n / max((last - first).total_seconds(), 1e-9)
-    rate = n / elapsed
+    cpu = {k: (after.get(k, 0.0) - before.get(k, 0.0)) / n * 1e6 for k in CpuMeter.KINDS}
+    return Drained(elapsed, n / max((last - first).total_seconds(), 1e-9), cpu, meter)
+
+
+def bench_end_to_end(smtp_url: str, n: int, bulk: tuple[int, int]) -> tuple[float, CpuMeter]:
+    drained = drain(smtp_url, n, bulk)
+    steady, rate, meter = drained.steady, n / drained.elapsed, drained.meter
     processes, threads = bulk
     label = f"{n:,} emails, relay + {processes} bulk worker processes x {threads} threads"
     report(_section("end to end"), label, f"{rate:,.0f} emails/s (wall, incl. worker start-up)")
     report(_section("end to end"), "first to last send", f"{steady:,.0f} emails/s")
-    for kind in CpuMeter.KINDS:
-        used = after.get(kind, 0.0) - before.get(kind, 0.0)
-        report(_section("end to end"), f"CPU per email: {kind}", f"{used / n * 1e6:,.0f} µs")
+    for kind, used in drained.cpu_us.items():
+        report(_section("end to end"), f"CPU per email: {kind}", f"{used:,.0f} µs")
     rss = meter.worker_rss_mb()
     if rss:
         report(_section("end to end"), "worker RSS, peak per process", f"{max(rss):,.0f} MB")
