@@ -49,7 +49,10 @@ def _attempts(settings: Settings) -> int:
 
 def _clear(settings: Settings) -> None:
     with psycopg.connect(settings.database_url) as conn:
-        conn.execute("TRUNCATE email_outbox, email_attempt, email_event RESTART IDENTITY")
+        conn.execute(
+            "TRUNCATE email_outbox, email_attempt, email_event, outbox_process, outbox_breaker"
+            " RESTART IDENTITY"
+        )
 
 
 def _settings(fault_settings: Settings) -> Settings:
