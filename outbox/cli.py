@@ -126,6 +126,7 @@ def cmd_relay(settings: Settings, args: argparse.Namespace) -> int:
     from psycopg_pool import ConnectionPool  # noqa: PLC0415
 
     from outbox.models import Priority  # noqa: PLC0415
+    from outbox.relay.held import broker_watch  # noqa: PLC0415
     from outbox.relay.loop import Relay  # noqa: PLC0415
     from outbox.relay.publish import Publisher  # noqa: PLC0415
     from outbox.telemetry.setup import setup_tracing  # noqa: PLC0415
@@ -141,21 +142,41 @@ def cmd_relay(settings: Settings, args: argparse.Namespace) -> int:
         name="outbox-relay",
     ) as pool:
         priorities = [Priority(p) for p in args.priority or ("high", "bulk")]
-        Relay(settings, pool, Publisher(make_broker(settings)), priorities=priorities).run(stop)
+        broker = make_broker(settings)
+        watch = broker_watch(settings, broker.client, priorities)
+        Relay(settings, pool, Publisher(broker), priorities=priorities, watch=watch).run(stop)
     return 0
 
 
 def cmd_sweep(settings: Settings, args: argparse.Namespace) -> int:
-    from outbox.db import store  # noqa: PLC0415
+    import redis  # noqa: PLC0415
 
+    from outbox.db import store  # noqa: PLC0415
+    from outbox.errors import BrokerError  # noqa: PLC0415
+    from outbox.models import Priority  # noqa: PLC0415
+    from outbox.relay.held import broker_watch  # noqa: PLC0415
+
+    client = redis.Redis.from_url(settings.redis_url, socket_connect_timeout=5, socket_timeout=5)
+    watch = broker_watch(settings, client, list(Priority))
     with _connect(settings) as conn:
+        candidates = store.queued_ids(conn, lost_after=1.0)
+        try:
+            lost = set(candidates) - watch.held_ids() if candidates else set()
+        except BrokerError as exc:
+            print(f"queued rows left alone: {exc}", file=sys.stderr)
+            lost = set()
         swept = store.sweep(
             conn,
             stuck_seconds=settings.stuck_seconds,
             max_attempts=settings.max_attempts,
             hold=settings.on_uncertain == "hold",
+            lost=lost,
         )
-    print(f"requeued {swept.requeued} queued rows; abandoned sending rows: {swept.uncertain or 0}")
+    client.close()
+    print(
+        f"requeued {swept.requeued} queued rows the broker had lost; "
+        f"rows of silent worker processes: {swept.uncertain or 0}"
+    )
     return 0
 
 
