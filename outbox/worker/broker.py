@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dramatiq
 from dramatiq.brokers.redis import RedisBroker
-from dramatiq.middleware import AgeLimit, Retries
+from dramatiq.middleware import AgeLimit, Retries, TimeLimit
 
 from outbox.config import Settings
 from outbox.models import Priority
@@ -20,9 +20,10 @@ def make_broker(settings: Settings) -> RedisBroker:
         url=settings.redis_url, namespace=f"{settings.namespace}-dramatiq"
     )
     # The outbox row owns retries and age limits: a retry scheduled in Redis
-    # would vanish with a Redis restart, one in Postgres does not.
+    # would vanish with a Redis restart, one in Postgres does not. No time limit:
+    # its asynchronous interrupt can land inside psycopg_pool and leak a connection.
     for middleware in list(broker.middleware):
-        if isinstance(middleware, Retries | AgeLimit):
+        if isinstance(middleware, Retries | AgeLimit | TimeLimit):
             broker.middleware.remove(middleware)
     for priority in Priority:
         broker.declare_queue(queue_name(priority))

@@ -1,0 +1,151 @@
+"""A worker process's heartbeat, and its watch over its own database pool.
+
+Every :meth:`Settings.heartbeat_seconds` the process writes its beat (on a
+connection of its own, so a wedged pool cannot silence it wrongly) and then
+borrows one connection from its pool. When Postgres answers the beat but the
+pool has no connection to lend for ``OUTBOX_POOL_TIMEOUT`` several beats in a
+row, the pool cannot recover by itself: the process exits non-zero (Dramatiq's
+master then exits too) so that the platform restarts it, and its rows are
+swept once its beats have stopped.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import sys
+import threading
+from collections.abc import Callable
+from typing import Any
+
+import psycopg
+from psycopg_pool import ConnectionPool, PoolTimeout
+
+from outbox.config import Settings
+from outbox.db import store
+from outbox.errors import StoreError
+
+log = logging.getLogger(__name__)
+
+WEDGED_BEATS = 3  # beats in a row with Postgres up and no connection from the pool
+EXIT_POOL_WEDGED = 3
+
+
+def process_name() -> str:
+    """The prefix of every ``locked_by`` this process writes (see deliver.worker_name)."""
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def queues_of_argv(argv: list[str]) -> list[str]:
+    """The queues a ``dramatiq … -Q a b`` command line names."""
+    found: list[str] = []
+    taking = False
+    for arg in argv:
+        if arg in ("-Q", "--queues"):
+            taking = True
+        elif arg.startswith("-"):
+            taking = False
+        elif taking:
+            found.append(arg)
+    return found
+
+
+class Heartbeat:
+    def __init__(
+        self,
+        settings: Settings,
+        pool: ConnectionPool,
+        *,
+        exit_process: Callable[[int], None] = os._exit,
+    ) -> None:
+        self.settings = settings
+        self.pool = pool
+        self.name = process_name()
+        self.queues = queues_of_argv(sys.argv)
+        self.exit_process = exit_process
+        self.wedged = 0
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._conn: psycopg.Connection[Any] | None = None
+
+    def start(self) -> None:
+        self.beat()  # before the first message: a row is never held by a process never seen
+        self._thread = threading.Thread(target=self._run, name="outbox-heartbeat", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        """A clean stop: no more beats, and the process leaves the list."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+        try:
+            self._connection().execute("SELECT 1")  # reconnect if needed
+            store.forget_process(self._connection(), self.name)
+        except (StoreError, psycopg.Error) as exc:
+            log.debug("could not leave the process list: %s", exc)
+        self._close()
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.settings.heartbeat_seconds()):
+            self.beat()
+
+    def beat(self) -> bool:
+        """One beat and one pool check; False when Postgres could not be reached."""
+        try:
+            store.beat(self._connection(), self.name, "worker", self._detail())
+        except (StoreError, psycopg.Error) as exc:
+            log.debug("heartbeat not written: %s", exc)
+            self._close()
+            self.wedged = 0  # Postgres is away: the pool is not to blame
+            return False
+        self._check_pool()
+        return True
+
+    def _check_pool(self) -> None:
+        try:
+            with self.pool.connection(timeout=self.settings.pool_timeout):
+                pass
+        except PoolTimeout:
+            self.wedged += 1
+            log.warning(
+                "no database connection from the pool in %gs although Postgres answers "
+                "(%d of %d checks); pool: %s",
+                self.settings.pool_timeout,
+                self.wedged,
+                WEDGED_BEATS,
+                self.pool.get_stats(),
+            )
+            if self.wedged >= WEDGED_BEATS:
+                log.critical(
+                    "database pool exhausted and not recovering: exiting so that the "
+                    "platform restarts this worker"
+                )
+                logging.shutdown()
+                self.exit_process(EXIT_POOL_WEDGED)
+            return
+        except psycopg.Error:
+            pass  # Postgres went away between the beat and the check
+        self.wedged = 0
+
+    def _detail(self) -> dict[str, Any]:
+        stats = self.pool.get_stats()
+        return {
+            "queues": self.queues,
+            "pool": {
+                k: stats.get(k, 0) for k in ("pool_size", "pool_available", "requests_waiting")
+            },
+        }
+
+    def _connection(self) -> psycopg.Connection[Any]:
+        if self._conn is None or self._conn.closed:
+            timeout = max(1, int(self.settings.heartbeat_seconds()))
+            self._conn = psycopg.connect(
+                self.settings.database_url, autocommit=True, connect_timeout=timeout
+            )
+        return self._conn
+
+    def _close(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
