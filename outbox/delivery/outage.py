@@ -96,7 +96,7 @@ class SharedBreaker:
         except StoreError:
             return False
         if after is not None:
-            log.info("probing transport %s (down since %s)", self.key, after.opened_at)
+            log.debug("probing transport %s (down since %s)", self.key, after.opened_at)
         return after is not None
 
     def observe(self, worker: str, *, failure: bool, error: str = "") -> None:
