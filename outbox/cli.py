@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
 import os
@@ -181,20 +182,43 @@ def cmd_sweep(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def cmd_status(settings: Settings, args: argparse.Namespace) -> int:
-    from outbox.db import store  # noqa: PLC0415
+    """Counts and health; exits 1 when some part is down (a probe's answer)."""
+    import psycopg  # noqa: PLC0415
 
-    with _connect(settings) as conn:
-        counts = store.status_counts(conn)
-        oldest = store.oldest_unsent(conn)
-        paced = store.paced_pending(conn)
+    from outbox.db import store  # noqa: PLC0415
+    from outbox.telemetry.health import gather  # noqa: PLC0415
+
+    try:
+        conn = _connect(settings)
+    except OutboxError as exc:
+        # Said on stderr as every command does, and shown with the other parts' health.
+        print(f"outbox: {exc}", file=sys.stderr)
+        health = gather(settings, None, str(exc))
+        if args.json:
+            print(json.dumps({"health": health.as_dict()}, indent=2))
+        else:
+            _print_health(health)
+        return 2
+    else:
+        with conn:
+            try:
+                counts = store.status_counts(conn)
+                oldest = store.oldest_unsent(conn)
+                paced = store.paced_pending(conn)
+            except OutboxError:
+                counts, oldest, paced = [], {}, {}
+            health = gather(settings, conn)
+            with contextlib.suppress(psycopg.Error):
+                conn.rollback()
     if args.json:
         report = {
             "counts": [{"status": s, "priority": p, "count": n} for s, p, n in counts],
             "oldest_unsent_seconds": oldest,
             "paced_pending": paced,
+            "health": health.as_dict(),
         }
         print(json.dumps(report, indent=2))
-        return 0
+        return 0 if health.ok else 1
     print(f"{'status':<10} {'priority':<8} {'count':>10}")
     for status, priority, count in counts:
         print(f"{status:<10} {priority:<8} {count:>10}")
@@ -202,7 +226,48 @@ def cmd_status(settings: Settings, args: argparse.Namespace) -> int:
         print(f"oldest unsent {priority}: {age:.1f}s")
     for receiver, count in paced.items():
         print(f"pending for {receiver}'s rate: {count}")
-    return 0
+    _print_health(health)
+    return 0 if health.ok else 1
+
+
+def _print_health(health: Any) -> None:
+    print("health:")
+    pg = health.postgres
+    if pg.get("up"):
+        print(f"  postgres   up ({pg['latency_ms']:.1f} ms)")
+    else:
+        print(f"  postgres   DOWN: {pg.get('error', '')}")
+    broker = health.broker
+    if broker.get("up"):
+        waiting = ", ".join(f"{q} {n}" for q, n in broker["messages"].items())
+        print(f"  broker     up ({broker['latency_ms']:.1f} ms; messages waiting: {waiting})")
+    else:
+        print(f"  broker     DOWN: {broker.get('error', '')}")
+    for t in health.transports:
+        if t["state"] == "open":
+            print(
+                f"  transport  {t['transport']} DOWN since {t['down_since']}"
+                f" ({t['failures']} failures; last: {t['last_error']})"
+            )
+        else:
+            print(f"  transport  {t['transport']} up")
+    if not health.transports and pg.get("up"):
+        print("  transport  no send seen yet")
+    for proc in health.processes:
+        state = "SILENT" if proc["silent"] else "alive"
+        detail = proc["detail"] or {}
+        what = ",".join(detail.get("queues") or detail.get("priorities") or [])
+        pool = detail.get("pool")
+        pool_text = (
+            f"; pool {pool['pool_available']}/{pool['pool_size']} free,"
+            f" {pool['requests_waiting']} waiting"
+            if pool
+            else ""
+        )
+        print(
+            f"  {proc['kind']:<10} {proc['name']} {what} {state},"
+            f" last beat {proc['last_beat_seconds_ago']:.1f}s ago{pool_text}"
+        )
 
 
 def cmd_show(settings: Settings, args: argparse.Namespace) -> int:
