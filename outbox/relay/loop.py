@@ -186,7 +186,7 @@ class Relay:
                     # Postgres or the broker is away: nothing was committed, so
                     # nothing is lost; wait and try again. Said once per outage.
                     failures += 1
-                    wait = min(5.0, 0.1 * 2**failures)
+                    wait = min(1.0, 0.1 * 2**failures)  # back within a second of recovery
                     if isinstance(exc, BrokerError):
                         self.broker.failed(exc, waiting=self._waiting())
                     else:
