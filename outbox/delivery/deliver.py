@@ -6,6 +6,7 @@ Orchestration only: what a reply means is :mod:`outbox.delivery.classify` and
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import logging
 import os
@@ -163,7 +164,10 @@ class Delivery:
                         written.append(self.writer.submit(worker, unattempted))
                     self.returned.add(reason, len(rows) - index)
                     break
-                result = self._attempt(row, worker)
+                # The previous result is being written while this email is built and its
+                # conversation opened; only the end-of-data dot waits for it.
+                previous = written[-1] if written else None
+                result = self._attempt(row, worker, previous)
                 if isinstance(result, store.Deferral):
                     deferred.append(result)
                 else:
@@ -222,7 +226,7 @@ class Delivery:
         return store.Deferral(row.id, slot.wait, reason)
 
     def _attempt(
-        self, row: store.OutboxRow, worker: str
+        self, row: store.OutboxRow, worker: str, previous: Future[str | None] | None = None
     ) -> store.AttemptRecord | store.Deferral | store.Unattempted:
         """One attempt in its own span: in the business event's trace for a
         login code (a child of the enqueue span, however many hours and retries
@@ -238,7 +242,7 @@ class Delivery:
             kind=SpanKind.CLIENT,
             links=[Link(linked)] if linked is not None and linked.is_valid else [],
         ) as span:
-            record = self._attempt_in_span(row, worker)
+            record = self._attempt_in_span(row, worker, previous)
             if isinstance(record, store.Deferral):
                 span.add_event("paced", {"reason": record.reason, "delay": record.delay_seconds})
             elif isinstance(record, store.Unattempted):
@@ -248,7 +252,7 @@ class Delivery:
             return record
 
     def _attempt_in_span(
-        self, row: store.OutboxRow, worker: str
+        self, row: store.OutboxRow, worker: str, previous: Future[str | None] | None = None
     ) -> store.AttemptRecord | store.Deferral | store.Unattempted:
         started = time.perf_counter()
         reply: Reply | None = None
@@ -266,6 +270,13 @@ class Delivery:
             deferral = self._pace(row)
             if deferral is not None:
                 return deferral
+            if previous is not None:
+                written = previous
+
+                def recorded() -> None:
+                    written.result()
+
+                message = dataclasses.replace(message, before_commit=recorded)
             try:
                 reply = self.transport.send(message)
             except TransportBusy as busy:  # nothing left: back to Postgres, not an attempt
