@@ -130,10 +130,12 @@ def cmd_relay(settings: Settings, args: argparse.Namespace) -> int:
     from outbox.relay.held import broker_watch  # noqa: PLC0415
     from outbox.relay.loop import Relay  # noqa: PLC0415
     from outbox.relay.publish import Publisher  # noqa: PLC0415
+    from outbox.telemetry.outages import quiet_pool_logs  # noqa: PLC0415
     from outbox.telemetry.setup import setup_tracing  # noqa: PLC0415
     from outbox.worker.broker import make_broker  # noqa: PLC0415
 
     setup_tracing("outbox-relay")
+    quiet_pool_logs()
     stop = _stop_on_signals()
     with ConnectionPool(
         settings.database_url,
@@ -141,6 +143,7 @@ def cmd_relay(settings: Settings, args: argparse.Namespace) -> int:
         max_size=2,
         check=ConnectionPool.check_connection,
         name="outbox-relay",
+        timeout=settings.pool_timeout,
     ) as pool:
         priorities = [Priority(p) for p in args.priority or ("high", "bulk")]
         broker = make_broker(settings)

@@ -319,7 +319,8 @@ class _Listener:
                 if left <= 0 or list(self.conn.notifies(timeout=min(left, 0.25), stop_after=1)):
                     return
         except psycopg.Error as exc:
-            log.warning("LISTEN connection lost (%s); polling", exc)
+            # Said at debug level: the relay's round says once that Postgres is down.
+            log.debug("LISTEN connection lost (%s); polling", exc)
             self.close()
             stop.wait(timeout)
 

@@ -90,3 +90,9 @@ class Summary:
         reasons = "; ".join(f"{n} {reason}" for reason, n in counts.most_common(3))
         more = f" (and {len(counts) - 3} other reasons)" if len(counts) > 3 else ""
         self.log.log(self.level, "%d %s in %.0fs: %s%s", total, self.what, took, reasons, more)
+
+
+def quiet_pool_logs() -> None:
+    """psycopg_pool warns at every failed reconnection (several a second per pool while
+    Postgres is away); the process's own once-down, once-back lines say it instead."""
+    logging.getLogger("psycopg.pool").setLevel(logging.ERROR)

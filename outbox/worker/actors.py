@@ -12,6 +12,7 @@ from outbox.config import default_settings
 from outbox.delivery.deliver import Delivery
 from outbox.models import Priority
 from outbox.pacing.pacer import pacer_for
+from outbox.telemetry.outages import quiet_pool_logs
 from outbox.transports.select import build_transport
 from outbox.worker.broker import queue_name
 from outbox.worker.heartbeat import Heartbeat
@@ -25,6 +26,7 @@ stopping = threading.Event()
 def delivery() -> Delivery:
     """Per process (created after the worker forks): pool, transport, templates."""
     settings = default_settings()
+    quiet_pool_logs()
     pool = ConnectionPool(
         settings.database_url,
         min_size=1,

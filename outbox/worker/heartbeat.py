@@ -16,6 +16,7 @@ import os
 import socket
 import sys
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -28,8 +29,10 @@ from outbox.errors import StoreError
 
 log = logging.getLogger(__name__)
 
-WEDGED_BEATS = 3  # beats in a row with Postgres up and no connection from the pool
 EXIT_POOL_WEDGED = 3
+# A pool reconnecting after an outage lends nothing for a while too; a wedged one
+# has every connection handed out and none coming back for this many pool waits.
+WEDGED_POOL_WAITS = 10
 
 
 def process_name() -> str:
@@ -58,13 +61,15 @@ class Heartbeat:
         pool: ConnectionPool,
         *,
         exit_process: Callable[[int], None] = os._exit,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.settings = settings
         self.pool = pool
         self.name = process_name()
         self.queues = queues_of_argv(sys.argv)
         self.exit_process = exit_process
-        self.wedged = 0
+        self.clock = clock
+        self.wedged_since: float | None = None
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._conn: psycopg.Connection[Any] | None = None
@@ -97,36 +102,47 @@ class Heartbeat:
         except (StoreError, psycopg.Error) as exc:
             log.debug("heartbeat not written: %s", exc)
             self._close()
-            self.wedged = 0  # Postgres is away: the pool is not to blame
+            self.wedged_since = None  # Postgres is away: the pool is not to blame
             return False
         self._check_pool()
         return True
 
     def _check_pool(self) -> None:
+        wait = self.settings.pool_timeout
         try:
-            with self.pool.connection(timeout=self.settings.pool_timeout):
+            with self.pool.connection(timeout=wait):
                 pass
         except PoolTimeout:
-            self.wedged += 1
-            log.warning(
-                "no database connection from the pool in %gs although Postgres answers "
-                "(%d of %d checks); pool: %s",
-                self.settings.pool_timeout,
-                self.wedged,
-                WEDGED_BEATS,
-                self.pool.get_stats(),
+            stats = self.pool.get_stats()
+            all_out = stats.get("pool_size", 0) >= stats.get("pool_max", 0) > 0 and not stats.get(
+                "pool_available", 0
             )
-            if self.wedged >= WEDGED_BEATS:
+            if not all_out:
+                self.wedged_since = None  # still connecting: a pool that is recovering
+                return
+            now = self.clock()
+            if self.wedged_since is None:
+                self.wedged_since = now
+                log.warning(
+                    "no database connection from the pool in %gs although Postgres answers,"
+                    " every connection handed out; pool: %s",
+                    wait,
+                    stats,
+                )
+            if now - self.wedged_since >= WEDGED_POOL_WAITS * wait:
                 log.critical(
-                    "database pool exhausted and not recovering: exiting so that the "
-                    "platform restarts this worker"
+                    "database pool exhausted for %.0fs and not recovering: exiting so that"
+                    " the platform restarts this worker",
+                    now - self.wedged_since,
                 )
                 logging.shutdown()
                 self.exit_process(EXIT_POOL_WEDGED)
             return
         except psycopg.Error:
-            pass  # Postgres went away between the beat and the check
-        self.wedged = 0
+            return  # Postgres went away between the beat and the check
+        if self.wedged_since is not None:
+            log.warning("the database pool lends connections again")
+        self.wedged_since = None
 
     def _detail(self) -> dict[str, Any]:
         stats = self.pool.get_stats()
@@ -144,6 +160,10 @@ class Heartbeat:
                 self.settings.database_url, autocommit=True, connect_timeout=timeout
             )
         return self._conn
+
+    def close(self) -> None:
+        """Close the heartbeat's own connection."""
+        self._close()
 
     def _close(self) -> None:
         if self._conn is not None:
