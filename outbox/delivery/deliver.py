@@ -35,7 +35,7 @@ from outbox.errors import OutboxError, StoreError
 from outbox.message.compose import composer
 from outbox.message.render import template_set
 from outbox.message.return_path import return_path
-from outbox.models import Outcome, Priority, Reply, Status, Verdict
+from outbox.models import Outcome, Priority, Reply, Stage, Status, Verdict
 from outbox.pacing.pacer import Pacer
 from outbox.pacing.rules import GLOBAL, throttled_scope
 from outbox.redact import recipient_tag
@@ -151,8 +151,10 @@ class Delivery:
             )
         written: list[Future[str | None]] = []
         deferred: list[store.Deferral] = []
+        handled = 0  # rows of the batch with a result, a deferral or a hand-back
         try:
             for index, row in enumerate(rows):
+                handled = index
                 if self.stopping.is_set():
                     self._release([r.id for r in rows[index:]], worker, "worker stopping")
                     break
@@ -172,6 +174,16 @@ class Delivery:
                     deferred.append(result)
                 else:
                     written.append(self.writer.submit(worker, result))
+            handled = len(rows)
+        except BaseException as exc:
+            # This live process holds the rows, so no sweep would return them: the
+            # ones not sent go back now: everything that can raise here (the breaker's
+            # and the pacer's reads, the writer) comes before a send or after its result.
+            for untried in rows[handled:]:
+                reason = f"not attempted: the batch failed ({exc!r})"[:500]
+                unattempted = store.Unattempted(untried.id, worker, reason, 0.0)
+                written.append(self.writer.submit(worker, unattempted))
+            raise
         finally:
             # What was tried is recorded even if something later in the batch failed,
             # and what was paced goes back even if recording failed.
@@ -270,11 +282,14 @@ class Delivery:
             deferral = self._pace(row)
             if deferral is not None:
                 return deferral
+            waited = [0.0]
             if previous is not None:
                 written = previous
 
                 def recorded() -> None:
+                    started_waiting = time.monotonic()
                     written.result()
+                    waited[0] = time.monotonic() - started_waiting
 
                 message = dataclasses.replace(message, before_commit=recorded)
             try:
@@ -287,6 +302,12 @@ class Delivery:
                 log.exception("transport failed unexpectedly for email %s", row.id)
                 outcome = Outcome(Verdict.UNCERTAIN, f"transport error: {exc!r}")
             else:
+                if reply.code is None and reply.stage is Stage.BODY and waited[0] >= 1.0:
+                    # Cut while the dot waited for Postgres to record the previous
+                    # result: nothing about this message was judged, nor could it leave.
+                    reason = "not an attempt, waited for the previous result to be recorded"
+                    self.returned.add("waited for Postgres to record the previous result")
+                    return store.Unattempted(row.id, worker, reason, 0.0)
                 if is_path_failure(reply):
                     # Our path failed, not this message: no attempt; the breaker counts it.
                     failure = describe_failure(reply)

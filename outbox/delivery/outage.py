@@ -16,6 +16,8 @@ import threading
 import time
 from collections.abc import Callable
 
+import psycopg
+
 from outbox.config import Settings
 from outbox.db import store
 from outbox.delivery.breaker import BreakerState, Gate, failed, gate, needs_write, succeeded
@@ -93,7 +95,7 @@ class SharedBreaker:
 
         try:
             _, after = self._change(take)
-        except StoreError:
+        except (StoreError, psycopg.Error):  # the pool's timeout is psycopg's
             return False
         if after is not None:
             log.debug("probing transport %s (down since %s)", self.key, after.opened_at)
@@ -119,7 +121,7 @@ class SharedBreaker:
 
         try:
             before, after = self._change(change)
-        except StoreError as exc:
+        except (StoreError, psycopg.Error) as exc:
             log.debug("breaker of %s not updated: %s", self.key, exc)
             return
         if after is None:
@@ -148,7 +150,7 @@ class SharedBreaker:
         try:
             with self.connect() as conn:
                 counts = store.unsent_counts(conn)
-        except StoreError:
+        except (StoreError, psycopg.Error):  # the pool's timeout is psycopg's
             return "rows waiting: unknown"
         shown = ", ".join(f"{n} {p}" for p, n in sorted(counts.items())) or "none"
         return f"rows waiting: {shown}"
@@ -171,7 +173,7 @@ class SharedBreaker:
         try:
             with self.connect() as conn:
                 state, now = store.read_breaker(conn, self.key)
-        except StoreError:
+        except (StoreError, psycopg.Error):  # the pool's timeout is psycopg's
             self._read_at = time.monotonic()  # keep the copy; try again after refresh
             return
         with self._lock:

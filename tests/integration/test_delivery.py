@@ -250,3 +250,28 @@ def test_verp_return_path_names_the_row(settings: Settings) -> None:
     assert outbox_id_from_token(token, secret="k") == login
     # The From header still shows the configured sender.
     assert b"From: Outbox <no-reply@outbox.localhost>" in sink.messages[0].data
+
+
+def test_a_batch_that_fails_hands_back_its_untried_rows(settings: Settings) -> None:
+    ids = add_newsletter(settings, 5)
+    with harness(settings) as (h, sink):
+        h.relay.run_round()
+        calls = 0
+        gate = h.delivery.breaker.gate
+
+        def failing_gate() -> Any:
+            nonlocal calls
+            calls += 1
+            if calls == 3:
+                raise RuntimeError("the breaker could not be read")
+            return gate()
+
+        h.delivery.breaker.gate = failing_gate  # type: ignore[method-assign]
+        with pytest.raises(RuntimeError):
+            h.delivery.deliver(h.groups.pop())
+    # Two sent; the three the batch never reached are pending again, without an attempt:
+    # a live worker holds no row that no sweep would return.
+    assert statuses(settings) == {"sent": 2, "pending": 3}
+    assert len(sink.messages) == 2
+    charged = dict(query(settings, "SELECT id, attempts FROM email_outbox"))
+    assert [charged[i] for i in ids] == [1, 1, 0, 0, 0]
