@@ -210,7 +210,7 @@ class Delivery:
                     raise
                 self.postgres.failed(exc)
                 self.stopping.wait(delay)
-                delay = min(5.0, delay * 2)
+                delay = min(1.0, delay * 2)  # back within a second of Postgres
 
     def _may_send(self, worker: str) -> bool:
         verdict = self.breaker.gate()

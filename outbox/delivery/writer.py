@@ -31,7 +31,7 @@ from outbox.telemetry.outages import DownOnce
 
 log = logging.getLogger(__name__)
 
-_RETRY_DELAYS = (0.1, 0.2, 0.5, 1.0, 2.0)  # then every 2 s until Postgres answers
+_RETRY_DELAYS = (0.1, 0.2, 0.5, 1.0)  # then every second until Postgres answers
 
 
 @dataclass(frozen=True, slots=True)
