@@ -190,6 +190,7 @@ def _current(conn: Conn, now: float) -> Current:
     bounces = conn.execute(queries["metrics_bounces_24h"]).fetchall()
     reports = conn.execute(queries["metrics_bounce_reports_24h"]).fetchall()
     suppressed = conn.execute(queries["metrics_suppressed"]).fetchone()
+    breakers = conn.execute(queries["metrics_breakers"]).fetchall()
     return Current(
         now=now,
         in_flight=in_flight,
@@ -198,6 +199,7 @@ def _current(conn: Conn, now: float) -> Current:
         bounces_24h={str(klass): int(n) for klass, n in bounces},
         bounce_reports_24h={(str(src), str(outcome)): int(n) for src, outcome, n in reports},
         suppressed_addresses=int(suppressed[0]) if suppressed else 0,
+        transports_down={str(name): float(seconds) for name, seconds in breakers},
     )
 
 

@@ -694,3 +694,11 @@ SET status = CASE WHEN greatest(o.created_at, o.requeued_at)
 FROM returned r
 WHERE o.id = r.id AND o.status = 'sending' AND o.locked_by = r.worker
 RETURNING o.id, o.status;
+
+-- metrics_breakers --
+-- Per transport, seconds its breaker has been open (0 when closed; never
+-- below a millisecond while open, so that 0 always means up).
+SELECT transport,
+       CASE WHEN state = 'open'
+            THEN greatest(extract(epoch FROM now() - opened_at)::float8, 0.001) ELSE 0 END
+FROM outbox_breaker;
