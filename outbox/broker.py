@@ -14,7 +14,7 @@ from urllib.parse import urlsplit
 
 import dramatiq
 from dramatiq.brokers.redis import RedisBroker
-from dramatiq.middleware import AgeLimit, Retries
+from dramatiq.middleware import AgeLimit, Retries, TimeLimit
 
 from outbox.config import Settings
 from outbox.errors import ConfigError
@@ -54,9 +54,11 @@ def make_broker(settings: Settings) -> dramatiq.Broker:
             url=settings.broker, namespace=f"{settings.namespace}-dramatiq"
         )
     # The outbox row owns retries and age limits: a retry scheduled in the
-    # broker would vanish with a Redis restart, one in Postgres does not.
+    # broker would vanish with a Redis restart, one in Postgres does not. No time
+    # limit: its asynchronous interrupt can land inside psycopg_pool and leak a
+    # connection.
     for middleware in list(broker.middleware):
-        if isinstance(middleware, Retries | AgeLimit):
+        if isinstance(middleware, Retries | AgeLimit | TimeLimit):
             broker.middleware.remove(middleware)
     for priority in Priority:
         broker.declare_queue(queue_name(priority))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
 import os
@@ -171,55 +172,107 @@ def cmd_migrate(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def cmd_relay(settings: Settings, args: argparse.Namespace) -> int:
-    from outbox.broker import make_broker  # noqa: PLC0415
+    from outbox.broker import broker_kind, make_broker  # noqa: PLC0415
     from outbox.db import store  # noqa: PLC0415
     from outbox.models import Priority  # noqa: PLC0415
+    from outbox.relay.held import broker_watch  # noqa: PLC0415
     from outbox.relay.loop import Relay  # noqa: PLC0415
     from outbox.relay.publish import Publisher  # noqa: PLC0415
+    from outbox.telemetry.outages import quiet_pool_logs  # noqa: PLC0415
     from outbox.telemetry.setup import setup_tracing  # noqa: PLC0415
 
     setup_tracing("outbox-relay")
+    quiet_pool_logs()
     stop = _stop_on_signals()
     with store.Pool(
         settings.database_url,
         name="outbox-relay",
         max_size=2,
         prepare=settings.prepared_statements == "on",
+        timeout=settings.pool_timeout,
     ) as pool:
         priorities = [Priority(p) for p in args.priority or ("high", "bulk")]
-        Relay(settings, pool, Publisher(make_broker(settings)), priorities=priorities).run(stop)
+        broker = make_broker(settings)
+        # Redis can be asked what it holds and whether it restarted; RabbitMQ's
+        # durable queues keep what they were given, so nothing needs watching.
+        watch = (
+            broker_watch(settings, broker.client, priorities)  # type: ignore[attr-defined]
+            if broker_kind(settings.broker) == "redis"
+            else None
+        )
+        Relay(settings, pool, Publisher(broker), priorities=priorities, watch=watch).run(stop)
     return 0
 
 
 def cmd_sweep(settings: Settings, args: argparse.Namespace) -> int:
-    from outbox.db import store  # noqa: PLC0415
+    import redis  # noqa: PLC0415
 
+    from outbox.db import store  # noqa: PLC0415
+    from outbox.errors import BrokerError  # noqa: PLC0415
+    from outbox.models import Priority  # noqa: PLC0415
+    from outbox.relay.held import broker_watch  # noqa: PLC0415
+
+    client = redis.Redis.from_url(settings.redis_url, socket_connect_timeout=5, socket_timeout=5)
+    watch = broker_watch(settings, client, list(Priority))
     with _connect(settings) as conn:
+        candidates = store.queued_ids(conn, lost_after=1.0)
+        try:
+            lost = set(candidates) - watch.held_ids() if candidates else set()
+        except BrokerError as exc:
+            print(f"queued rows left alone: {exc}", file=sys.stderr)
+            lost = set()
         swept = store.sweep(
             conn,
             stuck_seconds=settings.stuck_seconds,
             max_attempts=settings.max_attempts,
             hold=settings.on_uncertain == "hold",
+            lost=lost,
         )
-    print(f"requeued {swept.requeued} queued rows; abandoned sending rows: {swept.uncertain or 0}")
+    client.close()
+    print(
+        f"requeued {swept.requeued} queued rows the broker had lost; "
+        f"rows of silent worker processes: {swept.uncertain or 0}"
+    )
     return 0
 
 
 def cmd_status(settings: Settings, args: argparse.Namespace) -> int:
-    from outbox.db import store  # noqa: PLC0415
+    """Counts and health; exits 1 when some part is down (a probe's answer)."""
 
-    with _connect(settings) as conn:
-        counts = store.status_counts(conn)
-        oldest = store.oldest_unsent(conn)
-        paced = store.paced_pending(conn)
+    from outbox.db import store  # noqa: PLC0415
+    from outbox.telemetry.health import gather  # noqa: PLC0415
+
+    try:
+        conn = _connect(settings)
+    except OutboxError as exc:
+        # Said on stderr as every command does, and shown with the other parts' health.
+        print(f"outbox: {exc}", file=sys.stderr)
+        health = gather(settings, None, str(exc))
+        if args.json:
+            print(json.dumps({"health": health.as_dict()}, indent=2))
+        else:
+            _print_health(health)
+        return 2
+    else:
+        with conn:
+            try:
+                counts = store.status_counts(conn)
+                oldest = store.oldest_unsent(conn)
+                paced = store.paced_pending(conn)
+            except OutboxError:
+                counts, oldest, paced = [], {}, {}
+            health = gather(settings, conn)
+            with contextlib.suppress(OutboxError):
+                store.rollback(conn)
     if args.json:
         report = {
             "counts": [{"status": s, "priority": p, "count": n} for s, p, n in counts],
             "oldest_unsent_seconds": oldest,
             "paced_pending": paced,
+            "health": health.as_dict(),
         }
         print(json.dumps(report, indent=2))
-        return 0
+        return 0 if health.ok else 1
     print(f"{'status':<10} {'priority':<8} {'count':>10}")
     for status, priority, count in counts:
         print(f"{status:<10} {priority:<8} {count:>10}")
@@ -227,7 +280,48 @@ def cmd_status(settings: Settings, args: argparse.Namespace) -> int:
         print(f"oldest unsent {priority}: {age:.1f}s")
     for receiver, count in paced.items():
         print(f"pending for {receiver}'s rate: {count}")
-    return 0
+    _print_health(health)
+    return 0 if health.ok else 1
+
+
+def _print_health(health: Any) -> None:
+    print("health:")
+    pg = health.postgres
+    if pg.get("up"):
+        print(f"  postgres   up ({pg['latency_ms']:.1f} ms)")
+    else:
+        print(f"  postgres   DOWN: {pg.get('error', '')}")
+    broker = health.broker
+    if broker.get("up"):
+        waiting = ", ".join(f"{q} {n}" for q, n in broker["messages"].items())
+        print(f"  broker     up ({broker['latency_ms']:.1f} ms; messages waiting: {waiting})")
+    else:
+        print(f"  broker     DOWN: {broker.get('error', '')}")
+    for t in health.transports:
+        if t["state"] == "open":
+            print(
+                f"  transport  {t['transport']} DOWN since {t['down_since']}"
+                f" ({t['failures']} failures; last: {t['last_error']})"
+            )
+        else:
+            print(f"  transport  {t['transport']} up")
+    if not health.transports and pg.get("up"):
+        print("  transport  no send seen yet")
+    for proc in health.processes:
+        state = "SILENT" if proc["silent"] else "alive"
+        detail = proc["detail"] or {}
+        what = ",".join(detail.get("queues") or detail.get("priorities") or [])
+        pool = detail.get("pool")
+        pool_text = (
+            f"; pool {pool['pool_available']}/{pool['pool_size']} free,"
+            f" {pool['requests_waiting']} waiting"
+            if pool
+            else ""
+        )
+        print(
+            f"  {proc['kind']:<10} {proc['name']} {what} {state},"
+            f" last beat {proc['last_beat_seconds_ago']:.1f}s ago{pool_text}"
+        )
 
 
 def cmd_show(settings: Settings, args: argparse.Namespace) -> int:

@@ -81,7 +81,7 @@ class Settings:
     bulk_batch: int = 25  # rows per broker message for bulk mail
     claim_batch: int = 500  # rows claimed per relay round
     poll_interval: float = 1.0  # relay fallback when no NOTIFY arrives
-    stuck_seconds: float = 300.0
+    stuck_seconds: float = 60.0  # a relay or worker silent this long is presumed dead
     sweep_interval: float = 15.0
     retry_base_seconds: float = 30.0
     retry_cap_seconds: float = 6 * 3600.0
@@ -91,6 +91,10 @@ class Settings:
     retry_jitter: str = "full"  # full | none (a baseline for measuring retry waves)
     on_uncertain: str = "retry"  # retry | hold
     max_params_bytes: int = 64 * 1024
+    pool_timeout: float = 10.0  # seconds a worker waits for a database connection from its pool
+    outage_threshold: int = 3  # consecutive failures of our own sending path that mark it down
+    outage_probe_seconds: float = 5.0  # while the sending path is down, one probe send this often
+    result_flush_ms: float = 5.0  # results of different threads wait this long to share one write
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
@@ -135,6 +139,7 @@ class Settings:
             raise ConfigError("OUTBOX_PACE_RECOVERY_SECONDS must be above 0")
         if self.pace_wait_bulk < 0 or self.pace_wait_high < 0:
             raise ConfigError("OUTBOX_PACE_WAIT_BULK and OUTBOX_PACE_WAIT_HIGH must be 0 or more")
+        self._validate_timeouts()
         self.rate_limits_parsed()  # raises on a malformed rate
         _check_sender(self.sender)
         if not self.templates.is_dir():
@@ -149,6 +154,55 @@ class Settings:
     def broker(self) -> str:
         """The broker's URL: OUTBOX_BROKER_URL, else REDIS_URL."""
         return self.broker_url or self.redis_url
+
+    def _validate_timeouts(self) -> None:
+        """The bounds of one attempt, and of the presumption that a process is gone.
+
+        A send is bounded by its transport's timeouts and the pool wait; a row is
+        swept only when the process holding it stopped beating (every
+        :meth:`heartbeat_seconds`), never for taking long: so these only need to
+        be positive and consistent with each other.
+        """
+        positive = (
+            "smtp_connect_timeout",
+            "smtp_command_timeout",
+            "http_connect_timeout",
+            "http_read_timeout",
+            "pool_timeout",
+            "outage_probe_seconds",
+            "sweep_interval",
+            "poll_interval",
+        )
+        for name in positive:
+            if getattr(self, name) <= 0:
+                raise ConfigError(f"OUTBOX_{name.upper()} must be above 0")
+        if self.smtp_attempt_timeout < 0 or (
+            self.smtp_attempt_timeout and self.smtp_attempt_timeout < self.smtp_connect_timeout
+        ):
+            raise ConfigError(
+                "OUTBOX_SMTP_ATTEMPT_TIMEOUT must be 0 (connect + 2 x command timeout)"
+                " or at least OUTBOX_SMTP_CONNECT_TIMEOUT"
+            )
+        if self.stuck_seconds < 1:
+            raise ConfigError("OUTBOX_STUCK_SECONDS must be at least 1 (heartbeats every sixth)")
+        if self.outage_threshold < 1:
+            raise ConfigError("OUTBOX_OUTAGE_THRESHOLD must be at least 1")
+        if self.result_flush_ms < 0:
+            raise ConfigError("OUTBOX_RESULT_FLUSH_MS must be 0 or more")
+
+    def heartbeat_seconds(self) -> float:
+        """How often relays and workers say they are alive: six beats per stuck threshold."""
+        return min(5.0, self.stuck_seconds / 6)
+
+    def attempt_seconds(self) -> float:
+        """The longest one send can take through the configured transport (and its failover)."""
+        smtp_default = self.smtp_connect_timeout + 2 * self.smtp_command_timeout
+        smtp = self.smtp_attempt_timeout or smtp_default
+        http = self.http_connect_timeout + self.http_read_timeout
+        names = {self.transport, self.failover_transport} - {""}
+        bound = max(smtp if name == "smtp" else http for name in names)
+        # With a failover, one send may try both the primary and the failover.
+        return (2 * bound if self.failover_transport else bound) + self.pool_timeout
 
     def rate_limits_parsed(self) -> RateLimits:
         return RateLimits.parse(self.rate_limits, self.send_rate, self.domain_groups)

@@ -14,6 +14,7 @@
     │   ├── InvalidKey           the idempotency key is empty, too long or has control characters
     │   └── IdempotencyConflict  the key exists with different content
     ├── StoreError               the database failed (the psycopg error is the __cause__)
+    │   └── PoolExhausted        no connection from the pool in time
     ├── BrokerError              the message broker failed (its error is the __cause__)
     ├── TemplateError            a template could not be rendered
     ├── TransportError           a transport is misconfigured (a refused send is a reply)
@@ -76,6 +77,10 @@ class IdempotencyConflict(InvalidMessage):
 
 class StoreError(OutboxError):
     """The database failed."""
+
+
+class PoolExhausted(StoreError):
+    """No connection came from the pool within its timeout."""
 
 
 class BrokerError(OutboxError):

@@ -71,7 +71,8 @@ def settings(database_url: str, redis_client: redis.Redis) -> Iterator[Settings]
     """Fresh tables and a broker namespace of the test's own; time compressed."""
     with psycopg.connect(database_url) as conn:
         conn.execute(
-            "TRUNCATE email_outbox, email_attempt, email_event, email_suppression, email_bounce"
+            "TRUNCATE email_outbox, email_attempt, email_event, email_suppression, email_bounce,"
+            " outbox_process, outbox_breaker"
             " RESTART IDENTITY"
         )
     namespace = f"outbox-test-{uuid.uuid4().hex[:8]}"

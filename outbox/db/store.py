@@ -11,7 +11,7 @@ import datetime as dt
 import logging
 import threading
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, LiteralString
 
@@ -20,10 +20,11 @@ import psycopg
 import psycopg.sql
 from psycopg.rows import dict_row, tuple_row
 from psycopg.types.json import Jsonb
-from psycopg_pool import ConnectionPool
+from psycopg_pool import ConnectionPool, PoolTimeout
 
 from outbox.db.sql import migrations, queries
-from outbox.errors import StoreError
+from outbox.delivery.breaker import BreakerState
+from outbox.errors import PoolExhausted, StoreError
 
 Conn = psycopg.Connection[Any]
 _log = logging.getLogger(__name__)
@@ -44,6 +45,11 @@ def connect(url: str, *, autocommit: bool = False, timeout: float = 10.0) -> Con
     """A connection of its own, for the processes that keep one (metrics, LISTEN, CLI)."""
     with translate_errors():
         return psycopg.connect(url, autocommit=autocommit, connect_timeout=max(1, int(timeout)))
+
+
+def ping(conn: Conn) -> None:
+    with translate_errors():
+        conn.execute("SELECT 1")
 
 
 def commit(conn: Conn) -> None:
@@ -90,8 +96,17 @@ class Pool:
     @contextlib.contextmanager
     def connection(self, timeout: float | None = None) -> Iterator[Conn]:
         """A connection whose transaction commits when the block ends without error."""
-        with translate_errors(), self._pool.connection(timeout) as conn:
-            yield conn
+        try:
+            with translate_errors(), self._pool.connection(timeout) as conn:
+                yield conn
+        except StoreError as exc:
+            if isinstance(exc.__cause__, PoolTimeout):
+                raise PoolExhausted(str(exc)) from exc.__cause__
+            raise
+
+    def get_stats(self) -> dict[str, int]:
+        """psycopg_pool's counters (pool_size, pool_available, requests_waiting, …)."""
+        return dict(self._pool.get_stats())
 
     def close(self) -> None:
         self._pool.close()
@@ -151,7 +166,8 @@ class Listener:
                 if left <= 0 or list(self.conn.notifies(timeout=min(left, 0.25), stop_after=1)):
                     return
         except psycopg.Error as exc:
-            _log.warning("LISTEN connection lost (%s); polling", exc)
+            # Said at debug level: the relay's round says once that Postgres is down.
+            _log.debug("LISTEN connection lost (%s); polling", exc)
             self.close()
             stop.wait(timeout)
 
@@ -452,24 +468,40 @@ def defer_paced(conn: Conn, deferrals: Sequence[Deferral], worker: str) -> None:
 
 @dataclass(frozen=True, slots=True)
 class Swept:
-    requeued: int  # queued rows no worker took
-    uncertain: dict[str, int]  # sending rows a worker abandoned, by new status
+    requeued: int  # queued rows whose broker message was lost
+    uncertain: dict[str, int]  # sending rows of a silent worker process, by new status
 
 
 def sweep(
-    conn: Conn, *, stuck_seconds: float, max_attempts: int, hold: bool, limit: int = 10_000
+    conn: Conn,
+    *,
+    stuck_seconds: float,
+    max_attempts: int,
+    hold: bool,
+    lost: Collection[int] = (),
+    sending: bool = True,
+    limit: int = 10_000,
 ) -> Swept:
+    """Return lost rows: the ``queued`` rows of ``lost`` (found by :func:`queued_ids`,
+    then not held by the broker), and the ``sending`` rows of worker processes
+    silent for ``stuck_seconds`` (unless ``sending`` is False: the caller cannot
+    yet tell a silent process from one that could not reach the database)."""
     args = {
         "stuck_seconds": stuck_seconds,
         "max_attempts": max_attempts,
         "hold": hold,
         "limit": limit,
+        "lost": sorted(lost),
     }
+    queued: list[Any] = []
+    stuck: list[Any] = []
     with translate_errors():
-        queued = conn.execute(queries["sweep_queued"], args).fetchall()
-        sending = conn.execute(queries["sweep_sending"], args).fetchall()
+        if lost:
+            queued = conn.execute(queries["sweep_queued"], args).fetchall()
+        if sending:
+            stuck = conn.execute(queries["sweep_sending"], args).fetchall()
     by_status: dict[str, int] = {}
-    for _, status in sending:
+    for _, status in stuck:
         by_status[status] = by_status.get(status, 0) + 1
     return Swept(len(queued), by_status)
 
@@ -657,6 +689,7 @@ class MetricsCurrent:
     bounces: list[tuple[Any, ...]]  # class, count over 24 h
     reports: list[tuple[Any, ...]]  # source, outcome, count over 24 h
     suppressed: int
+    breakers: list[tuple[Any, ...]]  # transport, seconds its shared breaker has been open
 
 
 def metrics_current(conn: Conn, priorities: list[str]) -> MetricsCurrent:
@@ -666,12 +699,14 @@ def metrics_current(conn: Conn, priorities: list[str]) -> MetricsCurrent:
         bounces = conn.execute(queries["metrics_bounces_24h"]).fetchall()
         reports = conn.execute(queries["metrics_bounce_reports_24h"]).fetchall()
         suppressed = conn.execute(queries["metrics_suppressed"]).fetchone()
+        breakers = conn.execute(queries["metrics_breakers"]).fetchall()
     return MetricsCurrent(
         [tuple(r) for r in in_flight],
         [tuple(r) for r in heads],
         [tuple(r) for r in bounces],
         [tuple(r) for r in reports],
         int(suppressed[0]) if suppressed else 0,
+        [tuple(r) for r in breakers],
     )
 
 
@@ -831,3 +866,122 @@ def recent_sends_to(conn: Conn, address: str, limit: int) -> list[str | None]:
     with translate_errors():
         rows = conn.execute(queries["recent_sends_to"], {"address": address, "limit": limit})
         return [r[1] for r in rows]
+
+
+def beat(conn: Conn, name: str, kind: str, detail: dict[str, Any]) -> None:
+    """A relay's or worker process's heartbeat (autocommit connections: one statement)."""
+    args = {"name": name, "kind": kind, "detail": orjson.dumps(detail).decode()}
+    with translate_errors():
+        conn.execute(queries["beat"], args)
+
+
+def forget_process(conn: Conn, name: str) -> None:
+    with translate_errors():
+        conn.execute(queries["forget_process"], {"name": name})
+
+
+@dataclass(frozen=True, slots=True)
+class ProcessBeat:
+    name: str
+    kind: str
+    detail: dict[str, Any]
+    started_at: dt.datetime
+    silent_seconds: float
+
+
+def list_processes(conn: Conn) -> list[ProcessBeat]:
+    with translate_errors(), conn.cursor(row_factory=tuple_row) as cur:
+        return [ProcessBeat(*r) for r in cur.execute(queries["list_processes"]).fetchall()]
+
+
+def queued_ids(conn: Conn, *, lost_after: float, limit: int = 10_000) -> list[int]:
+    with translate_errors():
+        rows = conn.execute(queries["queued_ids"], {"lost_after": lost_after, "limit": limit})
+        return [int(r[0]) for r in rows]
+
+
+def unsent_counts(conn: Conn) -> dict[str, int]:
+    """Rows waiting to be sent (pending, queued or sending) per priority."""
+    with translate_errors():
+        return {str(r[0]): int(r[1]) for r in conn.execute(queries["unsent_counts"]).fetchall()}
+
+
+def _breaker(row: Sequence[Any]) -> BreakerState:
+    return BreakerState(*row[:8])
+
+
+def read_breaker(conn: Conn, transport: str) -> tuple[BreakerState, dt.datetime]:
+    """A transport's breaker (closed when never written) and the database's clock."""
+    with translate_errors(), conn.cursor(row_factory=tuple_row) as cur:
+        row = cur.execute(queries["read_breaker"], {"transport": transport}).fetchone()
+        if row is None:
+            now = cur.execute("SELECT now()").fetchone()
+            return BreakerState(transport), now[0] if now else dt.datetime.now(dt.UTC)
+    return _breaker(row), row[8]
+
+
+def change_breaker(
+    conn: Conn, transport: str, change: Callable[[BreakerState, dt.datetime], BreakerState | None]
+) -> tuple[BreakerState, BreakerState | None]:
+    """Apply ``change`` to the locked state at the database's time, in one transaction;
+    returns the state before and the one written (None: ``change`` declined)."""
+    with translate_errors(), conn.transaction(), conn.cursor(row_factory=tuple_row) as cur:
+        cur.execute(queries["ensure_breaker"], {"transport": transport})
+        row = cur.execute(queries["lock_breaker"], {"transport": transport}).fetchone()
+        clock = cur.execute("SELECT now()").fetchone()
+        if row is None or clock is None:
+            raise StoreError(f"breaker of {transport!r} neither created nor found")
+        before = _breaker(row)
+        after = change(before, clock[0])
+        if after is not None and after != before:
+            fields = {name: getattr(after, name) for name in after.__slots__}
+            cur.execute(queries["save_breaker"], fields)
+    return before, after
+
+
+@dataclass(frozen=True, slots=True)
+class BreakerRow:
+    state: BreakerState
+    changed_seconds_ago: float
+
+
+def list_breakers(conn: Conn) -> list[BreakerRow]:
+    with translate_errors(), conn.cursor(row_factory=tuple_row) as cur:
+        rows = cur.execute(queries["list_breakers"]).fetchall()
+    return [BreakerRow(_breaker(r), float(r[8])) for r in rows]
+
+
+@dataclass(frozen=True, slots=True)
+class Unattempted:
+    """A row handed back without an attempt (its send never reached a verdict)."""
+
+    id: int
+    worker: str
+    reason: str
+    delay_seconds: float
+
+
+def record_results_each(conn: Conn, results: Sequence[tuple[str, AttemptRecord]]) -> set[int]:
+    """:func:`record_results` for results of several workers: (worker, record) pairs."""
+    rows = [{**_record_fields(record), "worker": worker} for worker, record in results]
+    with translate_errors():
+        found = conn.execute(
+            queries["record_results_each"], {"results": orjson.dumps(rows).decode()}
+        ).fetchall()
+    return {r[0] for r in found}
+
+
+def _record_fields(record: AttemptRecord) -> dict[str, Any]:
+    return {name: getattr(record, name) for name in record.__slots__}
+
+
+def return_unattempted(
+    conn: Conn, rows: Sequence[Unattempted], *, max_age_seconds: float
+) -> dict[int, str]:
+    """Hand rows back without an attempt; the status each one took (pending, or dead
+    past the age limit), by id. A row no longer held by its worker is left out."""
+    payload = orjson.dumps(list(rows)).decode()  # orjson writes dataclasses natively
+    args = {"rows": payload, "max_age_seconds": max_age_seconds}
+    with translate_errors():
+        found = conn.execute(queries["return_unattempted"], args).fetchall()
+    return {int(r[0]): str(r[1]) for r in found}

@@ -6,6 +6,7 @@ Orchestration only: what a reply means is :mod:`outbox.delivery.classify` and
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import logging
 import os
@@ -14,6 +15,7 @@ import socket
 import threading
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import Future
 from email.utils import parseaddr
 
 from opentelemetry import trace
@@ -22,25 +24,26 @@ from opentelemetry.trace import Status as TraceStatus
 
 from outbox.config import Settings
 from outbox.db import store
+from outbox.delivery.breaker import Gate
 from outbox.delivery.classify import classify_reply
+from outbox.delivery.outage import SharedBreaker, describe_failure, is_path_failure
 from outbox.delivery.retry import RetryPolicy, decide
+from outbox.delivery.writer import ResultWriter
 from outbox.errors import AttachmentUnavailable, OutboxError, StoreError
 from outbox.message.compose import composer
 from outbox.message.render import template_set
 from outbox.message.return_path import return_path
-from outbox.models import Outcome, Priority, Reply, Status, Verdict
+from outbox.models import Outcome, Priority, Reply, Stage, Status, Verdict
 from outbox.pacing.pacer import Pacer
 from outbox.pacing.rules import GLOBAL, throttled_scope
 from outbox.redact import recipient_tag
+from outbox.telemetry.outages import DownOnce, Summary
 from outbox.telemetry.tracing import context_from, email_attributes, span_context_from, tracer
 from outbox.transports.base import OutgoingMessage, Transport, TransportBusy
 from outbox.validate import ascii_address
 
 log = logging.getLogger(__name__)
 
-# Retrying the final write spares a resend when Postgres blinks after the
-# relay accepted: results stay in memory this long before the sweeper's turn.
-_RECORD_RETRY_DELAYS = (0.2, 0.5, 1.0, 2.0, 4.0, 8.0)
 # A row whose attachment this worker cannot see comes back this much later.
 _UNAVAILABLE_WAIT = 60.0
 
@@ -115,6 +118,7 @@ class Delivery:
         rand: Callable[[], float] = random.random,
         stopping: threading.Event | None = None,
         pacer: Pacer | None = None,
+        breaker: SharedBreaker | None = None,
     ) -> None:
         self.settings = settings
         self.pool = pool
@@ -126,42 +130,101 @@ class Delivery:
         self.envelope_from = parseaddr(settings.sender)[1]
         self._unavailable_logged = _Once(per_seconds=60.0)
         self.pacer = pacer
+        self.breaker = breaker or SharedBreaker(settings, pool.connection)
+        self.writer = ResultWriter(
+            pool,
+            flush_seconds=settings.result_flush_ms / 1000,
+            max_age_seconds=settings.max_age_seconds,
+        )
+        self.postgres = DownOnce(log, "Postgres (taking rows)")
+        # During an outage each email's return is counted, and logged once per interval.
+        self.returned = Summary(log, "emails returned to pending without an attempt")
 
     def deliver(self, ids: Sequence[int]) -> None:
-        """Send the rows ``ids`` that are still queued; others are acknowledged as done."""
+        """Send the rows ``ids`` that are still queued; others are acknowledged as done.
+
+        Each result is handed to the writer the moment it is known; the batch
+        returns once all of them are written.
+        """
         worker = worker_name()
-        with self.pool.connection() as conn:
-            rows = store.take_for_sending(conn, ids, worker)
+        rows = self._take(ids, worker)
         if len(rows) < len(ids):
             log.info(
                 "skipped %d of %d rows already taken or finished", len(ids) - len(rows), len(ids)
             )
-        # Stop well before the sweeper would call a row abandoned.
-        deadline = time.monotonic() + self.settings.stuck_seconds / 2
-        records: list[store.AttemptRecord] = []
+        written: list[Future[str | None]] = []
         deferred: list[store.Deferral] = []
+        handled = 0  # rows of the batch with a result, a deferral or a hand-back
         try:
             for index, row in enumerate(rows):
-                if self.stopping.is_set() or time.monotonic() > deadline:
-                    left = [r.id for r in rows[index:]]
-                    stopping = self.stopping.is_set()
-                    self._release(left, worker, "worker stopping" if stopping else "batch deadline")
+                handled = index
+                if self.stopping.is_set():
+                    self._release([r.id for r in rows[index:]], worker, "worker stopping")
                     break
-                result = self._attempt(row)
+                if not self._may_send(worker):
+                    # The sending path is down: the rest waits in pending, no attempt spent.
+                    reason = self._down_reason()
+                    for waiting in rows[index:]:
+                        unattempted = store.Unattempted(waiting.id, worker, reason, 0.0)
+                        written.append(self.writer.submit(worker, unattempted))
+                    self.returned.add(reason, len(rows) - index)
+                    break
+                # The previous result is being written while this email is built and its
+                # conversation opened; only the end-of-data dot waits for it.
+                previous = written[-1] if written else None
+                result = self._attempt(row, worker, previous)
                 if isinstance(result, store.Deferral):
                     deferred.append(result)
                 else:
-                    records.append(result)
+                    written.append(self.writer.submit(worker, result))
+            handled = len(rows)
+        except BaseException as exc:
+            # This live process holds the rows, so no sweep would return them: the
+            # ones not sent go back now: everything that can raise here (the breaker's
+            # and the pacer's reads, the writer) comes before a send or after its result.
+            for untried in rows[handled:]:
+                reason = f"not attempted: the batch failed ({exc!r})"[:500]
+                unattempted = store.Unattempted(untried.id, worker, reason, 0.0)
+                written.append(self.writer.submit(worker, unattempted))
+            raise
         finally:
             # What was tried is recorded even if something later in the batch failed,
             # and what was paced goes back even if recording failed.
             try:
-                if records:
-                    self._record(records, worker)
+                for done in written:
+                    done.result()
             finally:
                 if deferred:
                     with self.pool.connection() as conn:
                         store.defer_paced(conn, deferred, worker)
+
+    def _take(self, ids: Sequence[int], worker: str) -> list[store.OutboxRow]:
+        """The rows, once Postgres answers: the broker message stays unacknowledged
+        meanwhile, so nothing is lost and nothing needs sweeping."""
+        delay = 0.2
+        while True:
+            try:
+                with self.pool.connection(timeout=self.settings.pool_timeout) as conn:
+                    rows = store.take_for_sending(conn, ids, worker)
+                self.postgres.ok()
+                return rows
+            except StoreError as exc:
+                if self.stopping.is_set():
+                    raise
+                self.postgres.failed(exc)
+                self.stopping.wait(delay)
+                delay = min(1.0, delay * 2)  # back within a second of Postgres
+
+    def _may_send(self, worker: str) -> bool:
+        verdict = self.breaker.gate()
+        if verdict is Gate.SEND:
+            return True
+        return verdict is Gate.PROBE and self.breaker.try_probe(worker)
+
+    def _down_reason(self) -> str:
+        state = self.breaker.state()
+        last = f": {state.last_error}" if state.last_error else ""
+        return f"transport {self.breaker.key} down, waiting for it{last}"
 
     def _pace(self, row: store.OutboxRow) -> store.Deferral | None:
         """Wait for the row's slot under its receiver's rate, or say when to come back."""
@@ -177,7 +240,9 @@ class Delivery:
         reason = f"paced: {slot.key} at {slot.rate}"
         return store.Deferral(row.id, slot.wait, reason)
 
-    def _attempt(self, row: store.OutboxRow) -> store.AttemptRecord | store.Deferral:
+    def _attempt(
+        self, row: store.OutboxRow, worker: str, previous: Future[str | None] | None = None
+    ) -> store.AttemptRecord | store.Deferral | store.Unattempted:
         """One attempt in its own span: in the business event's trace for a
         login code (a child of the enqueue span, however many hours and retries
         later), linked to it for bulk mail; linked to the queue's consumer span."""
@@ -192,14 +257,18 @@ class Delivery:
             kind=SpanKind.CLIENT,
             links=[Link(linked)] if linked is not None and linked.is_valid else [],
         ) as span:
-            record = self._attempt_in_span(row)
+            record = self._attempt_in_span(row, worker, previous)
             if isinstance(record, store.Deferral):
                 span.add_event("paced", {"reason": record.reason, "delay": record.delay_seconds})
+            elif isinstance(record, store.Unattempted):
+                span.add_event("sending path down", {"reason": record.reason})
             elif span.is_recording():
                 _describe_attempt(span, row, record)
             return record
 
-    def _attempt_in_span(self, row: store.OutboxRow) -> store.AttemptRecord | store.Deferral:
+    def _attempt_in_span(
+        self, row: store.OutboxRow, worker: str, previous: Future[str | None] | None = None
+    ) -> store.AttemptRecord | store.Deferral | store.Unattempted:
         started = time.perf_counter()
         reply: Reply | None = None
         try:
@@ -222,6 +291,16 @@ class Delivery:
             deferral = self._pace(row)
             if deferral is not None:
                 return deferral
+            waited = [0.0]
+            if previous is not None:
+                written = previous
+
+                def recorded() -> None:
+                    started_waiting = time.monotonic()
+                    written.result()
+                    waited[0] = time.monotonic() - started_waiting
+
+                message = dataclasses.replace(message, before_commit=recorded)
             try:
                 reply = self.transport.send(message)
             except TransportBusy as busy:  # nothing left: back to Postgres, not an attempt
@@ -232,6 +311,21 @@ class Delivery:
                 log.exception("transport failed unexpectedly for email %s", row.id)
                 outcome = Outcome(Verdict.UNCERTAIN, f"transport error: {exc!r}")
             else:
+                if reply.code is None and reply.stage is Stage.BODY and waited[0] >= 1.0:
+                    # Cut while the dot waited for Postgres to record the previous
+                    # result: nothing about this message was judged, nor could it leave.
+                    reason = "not an attempt, waited for the previous result to be recorded"
+                    self.returned.add("waited for Postgres to record the previous result")
+                    return store.Unattempted(row.id, worker, reason, 0.0)
+                if is_path_failure(reply):
+                    # Our path failed, not this message: no attempt; the breaker counts it.
+                    failure = describe_failure(reply)
+                    self.breaker.observe(worker, failure=True, error=failure)
+                    reason = f"not an attempt, sending path failed: {failure}"
+                    self.returned.add(f"sending path failed: {failure}")
+                    delay = self.rand() * self.settings.outage_probe_seconds
+                    return store.Unattempted(row.id, worker, reason, delay)
+                self.breaker.observe(worker, failure=False)
                 outcome = classify_reply(reply)  # SMTP or HTTP rules by the reply's kind
                 if self.pacer is not None and outcome.verdict != Verdict.SENT:
                     _slow_down(self.pacer, row.recipient, reply)
@@ -291,27 +385,6 @@ class Delivery:
         if not settings.bounce_domain:
             return parseaddr(row.sender)[1] if row.sender else self.envelope_from
         return return_path(row.id, domain=settings.bounce_domain, secret=settings.secret)
-
-    def _record(self, records: list[store.AttemptRecord], worker: str) -> None:
-        for delay in (*_RECORD_RETRY_DELAYS, None):
-            try:
-                with self.pool.connection() as conn:
-                    kept = store.record_results(conn, worker, records)
-            except StoreError as exc:
-                if delay is None:
-                    log.error(
-                        "could not record %d results (%s); the sweeper will return these rows",
-                        len(records),
-                        exc,
-                    )
-                    raise
-                log.warning("recording results failed (%s); again in %.1fs", exc, delay)
-                time.sleep(delay)
-                continue
-            lost = {r.id for r in records} - kept
-            if lost:
-                log.warning("rows %s were swept back while being sent", sorted(lost))
-            return
 
     def _release(self, ids: list[int], worker: str, reason: str) -> None:
         with self.pool.connection() as conn:

@@ -9,6 +9,7 @@ transaction rolls back) and a message published for a row that is no longer
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import socket
@@ -21,8 +22,12 @@ from opentelemetry.trace import Link, SpanKind
 
 from outbox.config import Settings
 from outbox.db import store
-from outbox.errors import OutboxError
+from outbox.delivery.breaker import Gate, gate
+from outbox.delivery.outage import transport_key
+from outbox.errors import BrokerError, OutboxError
 from outbox.models import Priority
+from outbox.relay.held import BrokerWatch
+from outbox.telemetry.outages import DownOnce
 from outbox.telemetry.tracing import context_from, span_context_from, tracer
 
 log = logging.getLogger(__name__)
@@ -33,6 +38,10 @@ Publish = Callable[[Priority, Sequence[Sequence[int]]], None]
 
 # A saturated relay re-checks room this often rather than waiting a full poll.
 _SATURATED_WAIT = 0.05
+# A queued row younger than this is not yet a sweep candidate (its claim commits after publishing).
+_LOST_AFTER = 1.0
+# How often the relay asks whether the broker restarted.
+_EPOCH_CHECK = 1.0
 
 
 @dataclass
@@ -50,6 +59,7 @@ class Relay:
         *,
         name: str | None = None,
         priorities: Sequence[Priority] = (Priority.HIGH, Priority.BULK),
+        watch: BrokerWatch | None = None,
     ) -> None:
         self.settings = settings
         self.pool = pool
@@ -57,28 +67,88 @@ class Relay:
         self.name = name or f"relay:{socket.gethostname()}:{os.getpid()}"
         # A relay of its own for login codes is never inside a newsletter's round.
         self.priorities = sorted(priorities, key=[Priority.HIGH, Priority.BULK].index)
+        self.watch = watch  # None: the broker cannot be asked, queued rows are never swept
+        self.breaker_key = transport_key(settings)
         self._last_sweep = 0.0
+        self._last_beat = -1e9
+        self._last_epoch_check = -1e9
+        self._probe_sent = -1e9
+        # Set by run(): since when this relay has reached Postgres without a break.
+        self._connected_since: float | None = None
+        self.postgres = DownOnce(log, "Postgres")
+        self.broker = DownOnce(log, "the broker (Redis)")
 
     def run_round(self) -> RoundResult:
-        """Claim and publish one batch per priority, high first."""
+        """Claim and publish one batch per priority, high first.
+
+        While the sending path's breaker is open only a probe is published now
+        and then: the rows wait in ``pending`` instead of cycling through the
+        broker and back.
+        """
         result = RoundResult()
+        limit = self._breaker_limit()
         for priority in self.priorities:
-            published, saturated = self._claim_and_publish(priority)
+            if limit == 0:
+                break
+            published, saturated = self._claim_and_publish(priority, limit)
             result.published += published
             result.saturated |= saturated
+            if limit is not None and published:
+                self._probe_sent = time.monotonic()
+                limit = 0
         return result
 
-    def sweep(self) -> store.Swept:
+    def _breaker_limit(self) -> int | None:
+        """Rows this round may claim per priority: None (no limit), 1 (a probe) or 0."""
+        with self.pool.connection() as conn:
+            state, now = store.read_breaker(conn, self.breaker_key)
+        if gate(state, now) is Gate.SEND:
+            return None
+        if gate(state, now) is Gate.WAIT:
+            return 0
+        # One probe per probe interval from this relay; a worker takes the lease.
+        waited = time.monotonic() - self._probe_sent
+        return 1 if waited >= self.settings.outage_probe_seconds else 0
+
+    def sweep(self, *, queued_only: bool = False) -> store.Swept:
+        """Return lost rows: queued ones the broker no longer holds, and sending
+        ones of worker processes that stopped beating.
+
+        A running relay sweeps ``sending`` rows only once it has reached
+        Postgres for ``OUTBOX_STUCK_SECONDS`` without a break: after an outage
+        every heartbeat is old, and the workers need a beat to say they live.
+        """
+        settings = self.settings
+        since = self._connected_since
+        sending = not queued_only and (
+            since is None or time.monotonic() - since >= settings.stuck_seconds
+        )
+        lost: set[int] = set()
+        if self.watch is not None:
+            with self.pool.connection() as conn:
+                candidates = store.queued_ids(conn, lost_after=_LOST_AFTER)
+            if candidates:
+                try:
+                    held = self.watch.held_ids()
+                except BrokerError as exc:
+                    log.debug("queued rows not swept: %s", exc)
+                else:
+                    lost = set(candidates) - held
         with self.pool.connection() as conn:
             swept = store.sweep(
                 conn,
-                stuck_seconds=self.settings.stuck_seconds,
-                max_attempts=self.settings.max_attempts,
-                hold=self.settings.on_uncertain == "hold",
+                stuck_seconds=settings.stuck_seconds,
+                max_attempts=settings.max_attempts,
+                hold=settings.on_uncertain == "hold",
+                lost=lost,
+                sending=sending,
             )
+            if sending:
+                store.forget_process(conn, "")  # prunes processes silent for a day
         if swept.requeued or swept.uncertain:
             log.warning(
-                "sweeper returned %d queued rows and %s abandoned sending rows",
+                "sweeper returned %d queued rows the broker had lost and %s rows of silent"
+                " worker processes",
                 swept.requeued,
                 swept.uncertain,
             )
@@ -89,9 +159,12 @@ class Relay:
         listener = store.Listener(self.settings.listen_url, NOTIFY_CHANNEL)
         log.info("relay %s started", self.name)
         failures = 0
+        self._connected_since = time.monotonic()
         try:
             while not stop.is_set():
                 try:
+                    self._beat()
+                    self._check_broker()
                     if time.monotonic() - self._last_sweep >= self.settings.sweep_interval:
                         self.sweep()
                         self._last_sweep = time.monotonic()
@@ -103,19 +176,67 @@ class Relay:
                     else:
                         timeout = self._until_next_due()
                     failures = 0
+                    if self.postgres.ok():
+                        self._connected_since = time.monotonic()
+                    if self.broker.is_down:
+                        self.broker.ok(waiting=self._waiting())
                 except (OutboxError, OSError) as exc:
                     # Postgres or the broker is away: nothing was committed, so
-                    # nothing is lost; wait and try again.
+                    # nothing is lost; wait and try again. Said once per outage.
                     failures += 1
-                    wait = min(5.0, 0.1 * 2**failures)
-                    log.warning("relay round failed (%s); again in %.1fs", exc, wait)
+                    wait = min(1.0, 0.1 * 2**failures)  # back within a second of recovery
+                    if isinstance(exc, BrokerError):
+                        self.broker.failed(exc, waiting=self._waiting())
+                    else:
+                        self.postgres.failed(exc)
+                    log.debug("relay round failed (%s); again in %.1fs", exc, wait)
                     stop.wait(wait)
                     continue
                 if timeout:
                     listener.wait(timeout, stop)
         finally:
             listener.close()
+            with (
+                contextlib.suppress(OutboxError),
+                self.pool.connection(timeout=2) as conn,
+            ):
+                store.forget_process(conn, self.name)
             log.info("relay %s stopped", self.name)
+
+    def _beat(self) -> None:
+        if time.monotonic() - self._last_beat < self.settings.heartbeat_seconds():
+            return
+        detail = {
+            "priorities": [p.value for p in self.priorities],
+            "broker": "down" if self.broker.is_down else "up",
+        }
+        with self.pool.connection() as conn:
+            store.beat(conn, self.name, "relay", detail)
+        self._last_beat = time.monotonic()
+
+    def _check_broker(self) -> None:
+        """A broker that restarted (or was flushed) lost every queued message:
+        return those rows now, not after a threshold; login codes go out first."""
+        if self.watch is None or time.monotonic() - self._last_epoch_check < _EPOCH_CHECK:
+            return
+        self._last_epoch_check = time.monotonic()
+        if not self.watch.restarted():
+            return
+        swept = self.sweep(queued_only=True)
+        if swept.requeued:
+            log.warning(
+                "the broker's data set is new (a restart or a flush): %d queued rows it lost"
+                " are pending again",
+                swept.requeued,
+            )
+
+    def _waiting(self) -> str:
+        try:
+            with self.pool.connection(timeout=2) as conn:
+                counts = store.unsent_counts(conn)
+        except OutboxError:
+            return "unknown"
+        return ", ".join(f"{n} {p}" for p, n in sorted(counts.items())) or "none"
 
     def _until_next_due(self) -> float:
         """Seconds to sleep: the poll interval, or less when a row falls due sooner."""
@@ -124,7 +245,7 @@ class Relay:
         soonest = min((d for d in due if d is not None), default=self.settings.poll_interval)
         return min(self.settings.poll_interval, max(_SATURATED_WAIT, soonest))
 
-    def _claim_and_publish(self, priority: Priority) -> tuple[int, bool]:
+    def _claim_and_publish(self, priority: Priority, limit: int | None) -> tuple[int, bool]:
         settings = self.settings
         with self.pool.connection() as conn:
             room = settings.max_in_flight - store.count_in_flight(conn, priority)
@@ -133,13 +254,13 @@ class Relay:
             claimed = store.claim_due(
                 conn,
                 priority=priority.value,
-                limit=min(room, settings.claim_batch),
+                limit=min(room, settings.claim_batch, limit or settings.claim_batch),
                 relay=self.name,
             )
             for group in _group(claimed, priority, settings.bulk_batch):
                 self._publish_traced(priority, group)
             # Leaving the block commits: only now are the rows `queued`.
-        saturated = len(claimed) == room
+        saturated = len(claimed) == room and limit is None
         return len(claimed), saturated
 
     def _publish_traced(self, priority: Priority, group: list[store.Claimed]) -> None:

@@ -134,6 +134,8 @@ class Current:
     suppressed_addresses: int
     # (source, outcome) -> bounce reports received; outcome: how it linked, forged, unprocessed
     bounce_reports_24h: dict[tuple[str, str], int] = field(default_factory=dict)
+    # transport -> seconds its breaker has been open (0: up), from outbox_breaker
+    transports_down: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -340,4 +342,22 @@ def _current_families(tally: Tally, current: Current) -> list[Metric]:
             "Addresses on the suppression list.",
             value=current.suppressed_addresses,
         ),
+        *_transport_families(current),
     ]
+
+
+def _transport_families(current: Current) -> list[Metric]:
+    up = GaugeMetricFamily(
+        "outbox_transport_up",
+        "0 while the sending path's breaker is open (the transport is down), else 1.",
+        labels=["transport"],
+    )
+    down = GaugeMetricFamily(
+        "outbox_transport_down_seconds",
+        "How long the transport's breaker has been open; 0 when it is up.",
+        labels=["transport"],
+    )
+    for transport, seconds in sorted(current.transports_down.items()):
+        up.add_metric([transport], 0 if seconds > 0 else 1)
+        down.add_metric([transport], seconds)
+    return [up, down]

@@ -178,6 +178,7 @@ def _current(conn: Conn, now: float) -> Current:
         bounces_24h={str(klass): int(n) for klass, n in bounces},
         bounce_reports_24h={(str(src), str(outcome)): int(n) for src, outcome, n in reports},
         suppressed_addresses=suppressed,
+        transports_down={str(name): float(seconds) for name, seconds in read.breakers},
     )
 
 

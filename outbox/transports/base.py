@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -19,6 +20,10 @@ class OutgoingMessage:
     message_id: str
     idempotency_key: str  # passed on to providers whose API takes one
     smtputf8: bool = False  # the addresses need RFC 6531
+    # Called by the SMTP transport right before the end-of-data dot, the point after
+    # which the relay may have the message: delivery waits there for the previous
+    # result of the thread to be recorded, so a crash resends at most one message.
+    before_commit: Callable[[], None] | None = None
 
 
 class Transport(Protocol):

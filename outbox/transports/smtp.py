@@ -242,6 +242,8 @@ class SmtpTransport:
                     _with_stage(Stage.DATA, smtp.send, b".\r\n")
                     _with_stage(Stage.DATA, smtp.getreply)
                 return Reply(stage, code, _text(text))
+        if message.before_commit is not None:
+            message.before_commit()
         _with_stage(Stage.BODY, smtp.send, _dot_stuffed(message.data))
         code, text = _with_stage(Stage.FINAL_REPLY, smtp.getreply)
         return Reply(Stage.FINAL_REPLY, code, _text(text))

@@ -13,7 +13,9 @@ from outbox.db import store
 from outbox.delivery.deliver import Delivery
 from outbox.models import Priority
 from outbox.pacing.pacer import pacer_for
+from outbox.telemetry.outages import quiet_pool_logs
 from outbox.transports.select import build_transport
+from outbox.worker.heartbeat import Heartbeat
 
 # Set by the shutdown middleware; a batch in progress hands back what it has
 # not tried instead of outliving the platform's grace period.
@@ -24,38 +26,48 @@ stopping = threading.Event()
 def delivery() -> Delivery:
     """Per process (created after the worker forks): pool, transport, templates."""
     settings = default_settings()
+    quiet_pool_logs()
     pool = store.Pool(
         settings.database_url,
         name="outbox-worker",
         max_size=16,
         prepare=settings.prepared_statements == "on",
+        timeout=settings.pool_timeout,
     )
     transport = build_transport(settings)  # OUTBOX_TRANSPORT: SMTP or an HTTP provider
     pacer = pacer_for(settings)  # OUTBOX_RATE_LIMITS, OUTBOX_SEND_RATE: shared through Redis
     return Delivery(settings, pool, transport, stopping=stopping, pacer=pacer)
 
 
-# No max_retries: the Retries middleware is removed (outbox.broker), the row owns retries.
-# The time limit is a last resort; delivery stops a batch at half the sweeper's threshold.
-_TIME_LIMIT_MS = int(default_settings().stuck_seconds * 1000)
+# No max_retries: the Retries middleware is removed (outbox.broker), the row owns
+# retries. No time limit either (the TimeLimit middleware is removed too): an interrupt
+# raised inside psycopg_pool's wait leaks the connection handed over meanwhile. Every
+# step is bounded by its own timeout instead (transport, OUTBOX_POOL_TIMEOUT).
 
 
-@dramatiq.actor(
-    queue_name=queue_name(Priority.HIGH), actor_name="deliver_high", time_limit=_TIME_LIMIT_MS
-)
+@dramatiq.actor(queue_name=queue_name(Priority.HIGH), actor_name="deliver_high")
 def deliver_high(ids: list[int]) -> None:
     delivery().deliver(ids)
 
 
-@dramatiq.actor(
-    queue_name=queue_name(Priority.BULK), actor_name="deliver_bulk", time_limit=_TIME_LIMIT_MS
-)
+@dramatiq.actor(queue_name=queue_name(Priority.BULK), actor_name="deliver_bulk")
 def deliver_bulk(ids: list[int]) -> None:
     delivery().deliver(ids)
 
 
+@cache
+def heartbeat() -> Heartbeat:
+    return Heartbeat(default_settings(), delivery().pool)
+
+
 def warm_up() -> None:
     """Open the pool and compile every template before the first message."""
+    heartbeat().start()
     templates = delivery().templates
     for name in templates.names():
         templates.get(name)
+
+
+def leave() -> None:
+    """At a clean stop: the heartbeat ends and the process leaves the list."""
+    heartbeat().stop()

@@ -122,3 +122,17 @@ class Warmup(dramatiq.Middleware):
         except Exception:
             # A broken template must not stop the worker: the send reports it.
             logging.getLogger(__name__).exception("warming up the worker failed")
+
+
+class Farewell(dramatiq.Middleware):
+    """Runs ``leave`` once the worker process has finished its last message
+    (its heartbeat stops and it leaves the process list)."""
+
+    def __init__(self, leave: Callable[[], None]) -> None:
+        self.leave = leave
+
+    def after_worker_shutdown(self, broker: dramatiq.Broker, worker: Any) -> None:
+        try:
+            self.leave()
+        except Exception:
+            logging.getLogger(__name__).exception("leaving the process list failed")

@@ -9,10 +9,13 @@ restarted, and every one is still running at the end.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import subprocess
 import time
 from collections.abc import Callable, Iterator
 
+import psutil
 import psycopg
 import pytest
 
@@ -88,3 +91,68 @@ def test_postgres_restart_under_load_relay_and_workers_reconnect(
         drain_s=drained,
         processes_restarted=0,
     )
+
+
+OUTAGE = 12.0  # longer than every timeout below: pool wait, stuck threshold, heartbeats
+
+
+def _pids(processes: dict[str, subprocess.Popen[bytes]]) -> set[int]:
+    """Every process of the pipeline: the relay, and each Dramatiq master and its children."""
+    found: set[int] = set()
+    for proc in processes.values():
+        found.add(proc.pid)
+        with contextlib.suppress(psutil.NoSuchProcess):
+            found |= {c.pid for c in psutil.Process(proc.pid).children(recursive=True)}
+    return found
+
+
+def _lines(rig: Rig) -> dict[str, int]:
+    return {
+        log.name: len(log.read_text(errors="replace").splitlines())
+        for log in rig.log_dir.glob("*.log")
+    }
+
+
+def test_postgres_stopped_longer_than_every_timeout_the_same_processes_drain(
+    fault_settings: Settings, rig: Rig, private_postgres: PostgresServer
+) -> None:
+    settings = dataclasses.replace(
+        fault_settings, database_url=private_postgres.url, pool_timeout=1.0, stuck_seconds=3.0
+    )
+    bulk, high = scaled(1500), scaled(100)
+    add_emails(settings, bulk, prefix="nl")
+    add_emails(settings, high, prefix="hi", priority="high")
+    sink = rig.sink(lambda _a: Behaviour(delay=0.002))
+    p = rig.pipeline(child_env(settings, sink.url), high=(1, 4), bulk=(1, 8))
+    wait_until(lambda: len(sink.messages) >= 300, timeout(30), "sending under way")
+    before = _pids(p.procs)
+    lines_before = _lines(rig)
+    private_postgres.stop("fast")
+    stopped = time.monotonic()
+    time.sleep(OUTAGE)
+    lines_during = {k: v - lines_before.get(k, 0) for k, v in _lines(rig).items()}
+    private_postgres.start()
+    back = time.monotonic()
+    drained = wait_final(settings, bulk + high, timeout=timeout(60))
+    after = _pids(p.procs)
+    figures = assert_no_loss(settings, sink)
+    logs = {log.name: log.read_text(errors="replace") for log in rig.log_dir.glob("*.log")}
+    processes = 1 + 2 * 2  # the relay; a master and one worker process per pool
+    lines_per_s = max(lines_during.values()) / (back - stopped)
+    report(
+        "4b Postgres stopped longer than every timeout",
+        figures=figures,
+        outage_s=back - stopped,
+        drain_after_recovery_s=time.monotonic() - back,
+        drain_s=drained,
+        log_lines_during_outage=lines_during,
+        log_lines_per_s_per_log_max=lines_per_s,
+        processes=processes,
+        processes_restarted=len(before - after),
+    )
+    assert figures.statuses == {"sent": bulk + high}, "every email sent, none dead"
+    assert before == after, f"processes replaced: {before ^ after}"
+    assert drained < 60
+    assert lines_per_s <= 1, lines_during
+    assert logs["relay0.log"].count("Postgres is down") == 1
+    assert logs["relay0.log"].count("Postgres is back") == 1

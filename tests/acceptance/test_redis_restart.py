@@ -2,8 +2,9 @@
 
 A private ``redis-server`` (no RDB, no AOF) is the broker. It is killed and
 started again while the relay has filled its window: every queued broker
-message is gone. Postgres still says ``queued``; the sweeper must return those
-rows after ``OUTBOX_STUCK_SECONDS`` and the relay publish them again.
+message is gone. Postgres still says ``queued``; the relay notices the new data
+set and returns those rows at once (not after ``OUTBOX_STUCK_SECONDS``), login
+codes first, and publishes them again.
 """
 
 from __future__ import annotations
@@ -65,7 +66,7 @@ def test_redis_restart_loses_the_queues_and_the_sweeper_recovers(
     settings = dataclasses.replace(
         fault_settings,
         redis_url=private_redis.url,
-        stuck_seconds=5.0,
+        stuck_seconds=30.0,  # far above the recovery it must not wait for
         max_in_flight=800,
         claim_batch=500,
         bulk_batch=2,
@@ -90,6 +91,13 @@ def test_redis_restart_loses_the_queues_and_the_sweeper_recovers(
     queued_at_restart = dict(
         query(settings, "SELECT id, recipient FROM email_outbox WHERE status = 'queued'")
     )
+    codes_at_restart = {
+        r[0]
+        for r in query(
+            settings,
+            "SELECT recipient FROM email_outbox WHERE priority = 'high' AND status <> 'sent'",
+        )
+    }
     sent_before = len(sink.messages)
 
     def recovered() -> bool:
@@ -116,6 +124,10 @@ def test_redis_restart_loses_the_queues_and_the_sweeper_recovers(
         settings,
         "SELECT count(DISTINCT outbox_id) FROM email_event WHERE reason LIKE 'swept: queued%%'",
     )[0][0]
+    codes_sent_after = max(
+        (m.at - restarted for m in sink.messages if codes_at_restart & set(m.recipients)),
+        default=0.0,
+    )
     assert lost_messages >= 100, "too few messages were queued for the restart to matter"
     assert swept > 0, "the sweeper returned nothing: were the queues really lost?"
     report(
@@ -126,6 +138,8 @@ def test_redis_restart_loses_the_queues_and_the_sweeper_recovers(
         rows_swept_back=swept,
         sent_before_restart=sent_before,
         first_resend_s=first_resend,
+        login_codes_waiting_at_restart=len(codes_at_restart),
+        last_login_code_sent_after_restart_s=codes_sent_after,
         recovery_s=recovery,
         stuck_seconds=settings.stuck_seconds,
         drain_after_restart_s=time.monotonic() - restarted,
@@ -133,6 +147,9 @@ def test_redis_restart_loses_the_queues_and_the_sweeper_recovers(
         sends_per_s_after_restart=timeline([m.at for m in sink.messages], restarted),
         relay_died=relay_died,
     )
+    assert codes_at_restart, "no login code was waiting at the restart"
+    assert codes_sent_after <= 10, f"login codes sent {codes_sent_after:.1f}s after the restart"
+    assert recovery < settings.stuck_seconds, "recovery waited for the stuck threshold"
     if relay_died:
         raise RelayDied(
             "the relay process exited when it could not publish to Redis "

@@ -49,7 +49,10 @@ def _attempts(settings: Settings) -> int:
 
 def _clear(settings: Settings) -> None:
     with psycopg.connect(settings.database_url) as conn:
-        conn.execute("TRUNCATE email_outbox, email_attempt, email_event RESTART IDENTITY")
+        conn.execute(
+            "TRUNCATE email_outbox, email_attempt, email_event, outbox_process, outbox_breaker"
+            " RESTART IDENTITY"
+        )
 
 
 def _settings(fault_settings: Settings) -> Settings:
@@ -65,40 +68,94 @@ def _settings(fault_settings: Settings) -> Settings:
     )
 
 
+# Two hours of outage at 1/600 of real time, under the shipped retry policy scaled
+# the same way (30 s base, 6 h cap, 8 attempts, 24 h age): counted as attempts,
+# refusals would have left every row dead within the first ~13 s.
+SCALE = 600
+LONG_OUTAGE = 2 * 3600 / SCALE
+
+
+def _breaker(settings: Settings) -> str | None:
+    with psycopg.connect(settings.database_url) as conn:
+        row = conn.execute("SELECT state FROM outbox_breaker").fetchone()
+    return str(row[0]) if row else None
+
+
+def _lines(rig: Rig) -> dict[str, int]:
+    return {
+        log.name: len(log.read_text(errors="replace").splitlines())
+        for log in rig.log_dir.glob("*.log")
+    }
+
+
 def test_smtp_relay_refusing_connections_then_back_backlog_drains(
     fault_settings: Settings, rig: Rig
 ) -> None:
-    settings = _settings(fault_settings)
-    n = scaled(200)
+    settings = dataclasses.replace(
+        fault_settings,
+        retry_base_seconds=30 / SCALE,
+        retry_cap_seconds=6 * 3600 / SCALE,
+        max_attempts=8,
+        max_age_seconds=24 * 3600 / SCALE,
+        outage_probe_seconds=0.5,
+        smtp_connect_timeout=1.0,
+        max_in_flight=2000,
+        claim_batch=500,
+    )
+    n, codes = scaled(300), scaled(20)
     add_emails(settings, n, prefix="c")
+    add_emails(settings, codes, prefix="hi", priority="high")
     sink = rig.sink(port=free_port(), start=False)  # nothing listens: connection refused
-    p = rig.pipeline(child_env(settings, sink.url), high=(0, 0), bulk=(1, 8))
-    wait_until(lambda: _attempts(settings) > 0, timeout(30), "first refusal")
+    p = rig.pipeline(child_env(settings, sink.url), high=(1, 4), bulk=(1, 8))
+    processes = dict(p.procs)
+    wait_until(lambda: _breaker(settings) == "open", timeout(30), "the breaker opens")
     started = time.monotonic()
+    lines_before = _lines(rig)
     max_pending = 0
-    while time.monotonic() - started < OUTAGE:
+    while time.monotonic() - started < LONG_OUTAGE:
         max_pending = max(max_pending, statuses(settings).get("pending", 0))
         time.sleep(0.2)
+    lines_during = {k: v - lines_before.get(k, 0) for k, v in _lines(rig).items()}
     refused = _attempts(settings)
     assert not statuses(settings).get("sent"), "sent while the relay was down?"
+    assert not statuses(settings).get("dead"), "dead during the outage"
     sink.start()
     recovered = time.monotonic()
-    drained = wait_final(settings, n, timeout=timeout(60))
-    p.stop()
+    drained = wait_final(settings, n + codes, timeout=timeout(60))
     figures = assert_no_loss(settings, sink)
+    with psycopg.connect(settings.database_url) as conn:
+        down = conn.execute(
+            "SELECT count(*) FROM email_event WHERE reason LIKE 'transport smtp down%%'"
+            " OR reason LIKE 'not an attempt%%'"
+        ).fetchone()
+    exited = {name: proc.poll() for name, proc in processes.items() if proc.poll() is not None}
+    logs = {log.name: log.read_text(errors="replace") for log in rig.log_dir.glob("*.log")}
+    p.stop()
     times = [m.at for m in sink.messages]
+    lines_per_s = max(lines_during.values()) / LONG_OUTAGE
     report(
-        "5a SMTP relay down (connection refused), then back",
+        "5a SMTP relay refusing connections for 2 h (at 1/600), then back",
         figures=figures,
-        outage_s=OUTAGE,
+        outage_s=LONG_OUTAGE,
         max_pending=max_pending,
-        refused_attempts=refused,
-        refused_attempts_per_s=refused / (recovered - started),
+        attempts_during_outage=refused,
+        returns_without_attempt=down[0] if down else 0,
+        log_lines_during_outage=lines_during,
+        log_lines_per_s_per_process_max=lines_per_s,
         first_send_after_s=min(times) - recovered,
         drain_after_recovery_s=drained,
         sends_per_s=timeline(times, recovered),
     )
+    assert figures.statuses == {"sent": n + codes}, "every email sent, none dead"
+    assert refused == 0, "refused connections were counted as attempts"
     assert max_pending > 0
+    assert drained < 60
+    assert not exited, f"processes exited: {exited}"
+    assert lines_per_s <= 1, f"log lines during the outage: {lines_during}"
+    # Told once that it is down and once that it is back, by one of the processes.
+    told_down = sum(text.count("transport smtp is down") for text in logs.values())
+    told_back = sum(text.count("transport smtp is back") for text in logs.values())
+    assert (told_down, told_back) == (1, 1), (told_down, told_back)
 
 
 def _wave(settings: Settings, rig: Rig, *, jitter: str, n: int) -> dict[str, Any]:

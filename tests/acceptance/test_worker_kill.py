@@ -13,7 +13,14 @@ import time
 
 from outbox.config import Settings
 from outbox.testing.sink import ACCEPT, Behaviour
-from tests.acceptance.checks import add_emails, assert_no_loss, query, report, wait_final
+from tests.acceptance.checks import (
+    add_emails,
+    assert_no_loss,
+    query,
+    report,
+    wait_final,
+    wait_until,
+)
 from tests.acceptance.conftest import Rig, child_env, scaled, spawn_workers, timeout
 
 POOLS = {"email_high": (1, 4), "email_bulk": (1, 8)}
@@ -87,3 +94,34 @@ def test_sigkill_between_the_relays_250_and_the_row_marked_sent(
         resend_after_kill_mean_s=sum(recoveries) / len(recoveries),
         drain_s=drained,
     )
+
+
+def test_sigkill_mid_drain_resends_at_most_one_message_per_thread(
+    fault_settings: Settings, rig: Rig
+) -> None:
+    """Results are recorded as their replies arrive, not once per batch of 25: a kill
+    -9 of a bulk pool resends at most the message each thread had in flight."""
+    settings = fault_settings
+    processes, threads = POOLS["email_bulk"]
+    n = scaled(1500)
+    add_emails(settings, n, prefix="nl")
+    sink = rig.sink(lambda _a: Behaviour(delay=0.002))
+    p = rig.pipeline(child_env(settings, sink.url), high=(0, 0), bulk=(processes, threads))
+    kills = 3
+    for k in range(kills):
+        target = (k + 1) * n // (kills + 2)
+        wait_until(lambda t=target: len(sink.messages) >= t, timeout(60), "sending under way")
+        p.kill("email_bulk")  # SIGKILL mid-drain, whatever each thread was doing
+        spawn_workers(p, "email_bulk", processes, threads)
+    drained = wait_final(settings, n, timeout=timeout(90))
+    figures = assert_no_loss(settings, sink)
+    report(
+        "1b worker SIGKILL mid-drain, results recorded as they arrive",
+        figures=figures,
+        kills=kills,
+        threads=processes * threads,
+        duplicates_per_kill=figures.duplicates / kills,
+        drain_s=drained,
+    )
+    assert figures.statuses == {"sent": n}
+    assert figures.duplicates <= kills * processes * threads, figures.as_dict()

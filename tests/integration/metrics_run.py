@@ -84,7 +84,8 @@ class Run:
 def fresh_settings(database_url: str, redis_url: str, namespace: str) -> Settings:
     with psycopg.connect(database_url) as conn:
         conn.execute(
-            "TRUNCATE email_outbox, email_attempt, email_event, email_suppression, email_bounce"
+            "TRUNCATE email_outbox, email_attempt, email_event, email_suppression, email_bounce,"
+            " outbox_process, outbox_breaker"
             " RESTART IDENTITY"
         )
     return Settings(

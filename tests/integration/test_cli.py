@@ -49,6 +49,46 @@ def test_status_json(settings: Settings) -> None:
     assert "oldest unsent bulk" in human.stdout
 
 
+def test_status_shows_the_health_of_each_part(settings: Settings) -> None:
+    add_newsletter(settings, 2)
+    query(
+        settings,
+        "INSERT INTO outbox_breaker (transport, state, failures, opened_at, last_error)"
+        " VALUES ('smtp', 'open', 4, now() - interval '5 minutes',"
+        " 'connection refused at connect') RETURNING transport",
+    )
+    query(
+        settings,
+        "INSERT INTO outbox_process (name, kind, detail, beat_at) VALUES"
+        " ('relay:h:1', 'relay', '{\"priorities\": [\"high\"]}', now()),"
+        ' (\'h:2\', \'worker\', \'{"queues": ["email_bulk"], "pool": {"pool_size": 4,'
+        ' "pool_available": 1, "requests_waiting": 0}}\', now() - interval \'1 hour\')'
+        " RETURNING name",
+    )
+    result = outbox(settings, "status", "--json")
+    assert result.returncode == 1, result.stderr  # something is down
+    health = json.loads(result.stdout)["health"]
+    assert health["ok"] is False
+    assert health["postgres"]["up"] is True
+    assert health["broker"]["up"] is True
+    assert health["broker"]["messages"] == {"email_high": 0, "email_bulk": 0}
+    (transport,) = health["transports"]
+    assert transport["state"] == "open"
+    assert transport["last_error"] == "connection refused at connect"
+    silent = {p["name"]: p["silent"] for p in health["processes"]}
+    assert silent == {"relay:h:1": False, "h:2": True}
+    human = outbox(settings, "status").stdout
+    assert "transport  smtp DOWN since" in human
+    assert "relay:h:1 high alive" in human
+    assert "h:2 email_bulk SILENT" in human
+    assert "pool 1/4 free, 0 waiting" in human
+    query(settings, "UPDATE outbox_breaker SET state = 'closed' RETURNING transport")
+    query(settings, "DELETE FROM outbox_process WHERE name = 'h:2' RETURNING name")
+    healthy = outbox(settings, "status")
+    assert healthy.returncode == 0
+    assert "transport  smtp up" in healthy.stdout
+
+
 def test_status_counts_rows_waiting_for_a_receivers_rate(settings: Settings) -> None:
     add_newsletter(settings, 5)
     query(
@@ -161,3 +201,5 @@ def test_bad_configuration_is_a_clear_error(settings: Settings) -> None:
     unreachable = outbox(settings, "status", env={"DATABASE_URL": "postgresql://127.0.0.1:1/x"})
     assert unreachable.returncode == 2
     assert "cannot reach Postgres" in unreachable.stderr
+    assert "postgres   DOWN: cannot reach Postgres" in unreachable.stdout
+    assert "broker     up" in unreachable.stdout

@@ -184,10 +184,15 @@ def test_relay_down_retries_then_delivers(settings: Settings) -> None:
         assert statuses(settings) == {"pending": 1}
         with sink:
             h.run()
-    rows = attempts(settings, login)
-    assert rows[0][1:3] == ("retry", "connect")
-    assert "refused" in rows[0][5]
-    assert rows[-1][1] == "sent"
+    # A refused connection is our path failing, not an attempt at this message.
+    assert [r[:2] for r in attempts(settings, login)] == [(1, "sent")]
+    returned = query(
+        settings,
+        "SELECT reason FROM email_event WHERE outbox_id = %s AND from_status = 'sending'"
+        " ORDER BY id",
+        login,
+    )
+    assert "not an attempt, sending path failed: connection refused at connect" in returned[0][0]
     assert len(sink.messages) == 1
 
 
@@ -282,3 +287,28 @@ def test_rows_enqueued_before_senders_were_recorded_take_the_workers(settings: S
         h.run()
     (message,) = sink.messages
     assert b"From: Outbox <no-reply@outbox.localhost>\r\n" in message.data
+
+
+def test_a_batch_that_fails_hands_back_its_untried_rows(settings: Settings) -> None:
+    ids = add_newsletter(settings, 5)
+    with harness(settings) as (h, sink):
+        h.relay.run_round()
+        calls = 0
+        gate = h.delivery.breaker.gate
+
+        def failing_gate() -> Any:
+            nonlocal calls
+            calls += 1
+            if calls == 3:
+                raise RuntimeError("the breaker could not be read")
+            return gate()
+
+        h.delivery.breaker.gate = failing_gate  # type: ignore[method-assign]
+        with pytest.raises(RuntimeError):
+            h.delivery.deliver(h.groups.pop())
+    # Two sent; the three the batch never reached are pending again, without an attempt:
+    # a live worker holds no row that no sweep would return.
+    assert statuses(settings) == {"sent": 2, "pending": 3}
+    assert len(sink.messages) == 2
+    charged = dict(query(settings, "SELECT id, attempts FROM email_outbox"))
+    assert [charged[i] for i in ids] == [1, 1, 0, 0, 0]

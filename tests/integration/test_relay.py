@@ -11,6 +11,7 @@ import redis
 from outbox.broker import make_broker
 from outbox.config import Settings
 from outbox.models import Priority
+from outbox.relay.held import broker_watch
 from outbox.relay.loop import Relay
 from outbox.relay.publish import Publisher
 from tests.integration import helpers
@@ -123,11 +124,11 @@ def test_two_relays_racing_publish_each_row_once(settings: Settings) -> None:
 
 def test_sweeper_returns_stuck_rows(settings: Settings) -> None:
     settings = dataclasses.replace(settings, stuck_seconds=60, max_attempts=3)
-    add_newsletter(settings, 6)
+    add_newsletter(settings, 9)
     query(
         settings,
         "UPDATE email_outbox SET status = 'queued', locked_by = 'r', locked_at = now() "
-        "- interval '2 minutes' WHERE id IN (1, 2) RETURNING id",
+        "- interval '2 minutes' WHERE id IN (1, 2, 7) RETURNING id",
     )
     query(
         settings,
@@ -144,12 +145,37 @@ def test_sweeper_returns_stuck_rows(settings: Settings) -> None:
         "UPDATE email_outbox SET status = 'sending', locked_by = 'w', attempts = 1, "
         "locked_at = now() WHERE id = 6 RETURNING id",
     )
+    # Row 8 is held by a live worker process (it beat just now): a slow send, not a lost one.
+    query(
+        settings,
+        "UPDATE email_outbox SET status = 'sending', locked_by = 'live:1:Thread-1', "
+        "attempts = 1, locked_at = now() - interval '2 minutes' WHERE id = 8 RETURNING id",
+    )
+    query(
+        settings,
+        "INSERT INTO outbox_process (name, kind) VALUES ('live:1', 'worker') RETURNING name",
+    )
+    broker = make_broker(settings)
+    Publisher(broker)(Priority.BULK, [[7]])  # row 7's message still waits in Redis
     with pool(settings) as p:
-        swept = Relay(settings, p, Recorder()).sweep()
+        swept = Relay(
+            settings, p, Recorder(), watch=broker_watch(settings, broker.client, list(Priority))
+        ).sweep()
+    broker.close()
     assert swept.requeued == 2
     assert swept.uncertain == {"pending": 2, "dead": 1}
     rows = dict(query(settings, "SELECT id, status FROM email_outbox"))
-    assert rows == {1: "pending", 2: "pending", 3: "pending", 4: "pending", 5: "dead", 6: "sending"}
+    assert rows == {
+        1: "pending",
+        2: "pending",
+        3: "pending",
+        4: "pending",
+        5: "dead",
+        6: "sending",
+        7: "queued",
+        8: "sending",
+        9: "pending",
+    }
     attempts = query(settings, "SELECT outbox_id, verdict FROM email_attempt ORDER BY 1")
     assert attempts == [(3, "uncertain"), (4, "uncertain"), (5, "uncertain")]
     reasons = dict(
@@ -159,8 +185,26 @@ def test_sweeper_returns_stuck_rows(settings: Settings) -> None:
             "AND to_status <> 'sending'",
         )
     )
-    assert "queued without a worker" in reasons[1]
+    assert "the broker lost its message" in reasons[1]
     assert "never finished sending" in reasons[3]
+
+
+def test_sweeper_leaves_queued_rows_alone_when_the_broker_cannot_be_asked(
+    settings: Settings,
+) -> None:
+    add_newsletter(settings, 2)
+    query(
+        settings,
+        "UPDATE email_outbox SET status = 'queued', locked_by = 'r', locked_at = now() "
+        "- interval '2 hours' RETURNING id",
+    )
+    away = redis.Redis(port=1, socket_connect_timeout=0.5)  # nothing listens there
+    with pool(settings) as p:
+        swept = Relay(
+            settings, p, Recorder(), watch=broker_watch(settings, away, list(Priority))
+        ).sweep()
+    assert swept.requeued == 0
+    assert statuses(settings) == {"queued": 2}
 
 
 def test_sweeper_holds_abandoned_sends_when_asked(settings: Settings) -> None:

@@ -31,7 +31,7 @@ def promtool(*args: str) -> str:
 
 
 def test_rules_are_valid() -> None:
-    assert "SUCCESS: 8 rules found" in promtool("check", "rules", str(RULES))
+    assert "SUCCESS: 9 rules found" in promtool("check", "rules", str(RULES))
 
 
 def test_rules_raise_the_expected_alerts() -> None:

@@ -19,7 +19,7 @@ def test_defaults_work_on_this_machine() -> None:
         8,
     )
     assert settings.greylist_min_seconds == 60
-    assert settings.stuck_seconds == 300
+    assert settings.stuck_seconds == 60
 
 
 def test_environment_names() -> None:

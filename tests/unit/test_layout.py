@@ -28,6 +28,7 @@ LAYERS: list[set[str]] = [
         "delivery.classify",
         "delivery.backoff",
         "delivery.retry",
+        "delivery.breaker",
         "message.message_id",
         "message.placeholders",
         "message.build",

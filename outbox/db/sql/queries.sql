@@ -228,28 +228,34 @@ FROM paced p
 WHERE o.id = p.id AND o.status = 'sending' AND o.locked_by = %(worker)s;
 
 -- sweep_queued --
--- Rows published long ago that no worker took: the broker lost the message
--- (a Redis restart without persistence) or a relay died before publishing.
+-- Rows found queued (queued_ids) whose message the broker did not hold when
+-- asked after that (a Redis restart without persistence, a flushed queue): lost,
+-- so pending again at once. A row a worker took meanwhile is no longer queued.
 WITH stuck AS (
     SELECT id FROM email_outbox
-    WHERE status = 'queued' AND locked_at < now() - make_interval(secs => %(stuck_seconds)s)
+    WHERE status = 'queued' AND id = ANY(%(lost)s::bigint[])
     LIMIT %(limit)s
     FOR UPDATE SKIP LOCKED
 )
 UPDATE email_outbox o
-SET status = 'pending', status_reason = 'swept: queued without a worker taking it',
+SET status = 'pending', status_reason = 'swept: queued, the broker lost its message',
     locked_by = NULL, locked_at = NULL
 FROM stuck WHERE o.id = stuck.id
 RETURNING o.id;
 
 -- sweep_sending --
--- Rows a worker took long ago and never finished: it died mid-send, so the
--- relay may have accepted the message. Treated as an uncertain attempt.
+-- Rows taken by a worker process that has been silent (no heartbeat) for the
+-- stuck threshold: it died mid-send, so the relay may have accepted the
+-- message. Treated as an uncertain attempt. A live worker's slow send stays.
 WITH stuck AS (
-    SELECT id FROM email_outbox
-    WHERE status = 'sending' AND locked_at < now() - make_interval(secs => %(stuck_seconds)s)
+    SELECT o.id FROM email_outbox o
+    WHERE o.status = 'sending' AND o.locked_at < now() - make_interval(secs => %(stuck_seconds)s)
+      AND NOT EXISTS (
+          SELECT FROM outbox_process p
+          WHERE starts_with(o.locked_by, p.name || ':')
+            AND p.beat_at > now() - make_interval(secs => %(stuck_seconds)s))
     LIMIT %(limit)s
-    FOR UPDATE SKIP LOCKED
+    FOR UPDATE OF o SKIP LOCKED
 ), swept AS (
     UPDATE email_outbox o
     SET status = CASE WHEN o.attempts >= %(max_attempts)s THEN 'dead'
@@ -578,3 +584,123 @@ GROUP BY 1, 2;
 -- metrics_suppressed --
 -- Addresses on the suppression list.
 SELECT count(*) FROM email_suppression;
+
+-- beat --
+-- A relay or worker process is alive; what it reports goes with it.
+INSERT INTO outbox_process (name, kind, detail) VALUES (%(name)s, %(kind)s, %(detail)s)
+ON CONFLICT (name) DO UPDATE SET beat_at = now(), detail = excluded.detail;
+
+-- forget_process --
+-- A process that stops cleanly leaves; one silent for a day is forgotten.
+DELETE FROM outbox_process
+WHERE name = %(name)s OR beat_at < now() - interval '1 day';
+
+-- list_processes --
+-- Relays and workers by kind, with seconds since each one's last heartbeat.
+SELECT name, kind, detail, started_at, extract(epoch FROM now() - beat_at)::float8
+FROM outbox_process ORDER BY kind, name;
+
+-- queued_ids --
+-- Rows published long enough ago to have reached the broker (sweep candidates).
+SELECT id FROM email_outbox
+WHERE status = 'queued' AND locked_at < now() - make_interval(secs => %(lost_after)s)
+ORDER BY id LIMIT %(limit)s;
+
+-- unsent_counts --
+-- Rows not yet sent per priority (the email_outbox_unsent_age index): what waits.
+SELECT priority, count(*) FROM email_outbox
+WHERE status IN ('pending', 'queued', 'sending') GROUP BY 1;
+
+-- ensure_breaker --
+-- The breaker row of a transport, created closed the first time.
+INSERT INTO outbox_breaker (transport) VALUES (%(transport)s) ON CONFLICT DO NOTHING;
+
+-- lock_breaker --
+-- One transport's breaker, locked for a change (every change is made by one process).
+SELECT transport, state, failures, opened_at, retry_at, probe_by, probe_until, last_error
+FROM outbox_breaker WHERE transport = %(transport)s FOR UPDATE;
+
+-- read_breaker --
+-- One transport's breaker and the database clock, for a worker's cached copy.
+SELECT transport, state, failures, opened_at, retry_at, probe_by, probe_until, last_error, now()
+FROM outbox_breaker WHERE transport = %(transport)s;
+
+-- save_breaker --
+-- Write a breaker state computed by outbox.delivery.breaker.
+UPDATE outbox_breaker
+SET state = %(state)s, failures = %(failures)s, opened_at = %(opened_at)s, retry_at = %(retry_at)s,
+    probe_by = %(probe_by)s, probe_until = %(probe_until)s, last_error = %(last_error)s,
+    changed_at = now()
+WHERE transport = %(transport)s;
+
+-- list_breakers --
+-- Every transport's breaker, for `outbox status` and the exporter.
+SELECT transport, state, failures, opened_at, retry_at, probe_by, probe_until, last_error,
+       extract(epoch FROM now() - changed_at)::float8
+FROM outbox_breaker ORDER BY transport;
+
+-- record_results_each --
+-- record_results for results of several workers (threads) in one statement:
+-- each result names the worker that holds its row.
+WITH results AS (
+    SELECT * FROM jsonb_to_recordset(%(results)s::jsonb) AS r(
+        id bigint, attempt int, status text, reason text, delay_seconds float8,
+        provider_message_id text, verdict text, stage text, reply_code int,
+        enhanced_status text, reply_text text, duration_ms float8, transport text, worker text)
+), updated AS (
+    UPDATE email_outbox o
+    SET status = r.status,
+        status_reason = r.reason,
+        next_attempt_at = CASE WHEN r.status = 'pending'
+                               THEN now() + make_interval(secs => r.delay_seconds)
+                               ELSE o.next_attempt_at END,
+        last_error = CASE WHEN r.status = 'sent' THEN o.last_error ELSE r.reason END,
+        provider_message_id = coalesce(r.provider_message_id, o.provider_message_id),
+        sent_at = CASE WHEN r.status = 'sent' THEN now() ELSE o.sent_at END,
+        failed_at = CASE WHEN r.status IN ('failed', 'dead') THEN now() ELSE o.failed_at END,
+        locked_by = NULL, locked_at = NULL
+    FROM results r
+    WHERE o.id = r.id AND o.status = 'sending' AND o.locked_by = r.worker
+    RETURNING o.id
+), attempts AS (
+    INSERT INTO email_attempt (outbox_id, attempt, verdict, stage, reply_code, enhanced_status,
+                               reply_text, duration_ms, worker, transport)
+    SELECT id, attempt, verdict, stage, reply_code, enhanced_status, reply_text, duration_ms,
+           worker, transport
+    FROM results
+)
+SELECT id FROM updated;
+
+-- return_unattempted --
+-- Hand back rows whose send never reached a verdict on the message: the
+-- sending path failed, or its breaker is open. Not an attempt, so the charge is
+-- refunded; due again after the row's delay. Past the age limit a row is dead.
+WITH returned AS (
+    SELECT * FROM jsonb_to_recordset(%(rows)s::jsonb)
+        AS r(id bigint, worker text, reason text, delay_seconds float8)
+)
+UPDATE email_outbox o
+SET status = CASE WHEN greatest(o.created_at, o.requeued_at)
+                       < now() - make_interval(secs => %(max_age_seconds)s)
+                  THEN 'dead' ELSE 'pending' END,
+    status_reason = CASE WHEN greatest(o.created_at, o.requeued_at)
+                              < now() - make_interval(secs => %(max_age_seconds)s)
+                         THEN 'gave up at the age limit: ' || r.reason ELSE r.reason END,
+    failed_at = CASE WHEN greatest(o.created_at, o.requeued_at)
+                          < now() - make_interval(secs => %(max_age_seconds)s)
+                     THEN now() ELSE o.failed_at END,
+    last_error = r.reason,
+    attempts = o.attempts - 1,
+    next_attempt_at = now() + make_interval(secs => r.delay_seconds),
+    locked_by = NULL, locked_at = NULL
+FROM returned r
+WHERE o.id = r.id AND o.status = 'sending' AND o.locked_by = r.worker
+RETURNING o.id, o.status;
+
+-- metrics_breakers --
+-- Per transport, seconds its breaker has been open (0 when closed; never
+-- below a millisecond while open, so that 0 always means up).
+SELECT transport,
+       CASE WHEN state = 'open'
+            THEN greatest(extract(epoch FROM now() - opened_at)::float8, 0.001) ELSE 0 END
+FROM outbox_breaker;

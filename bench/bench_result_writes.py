@@ -1,0 +1,149 @@
+"""What recording each bulk result as it arrives costs, against one write per batch.
+
+A kill -9 of a bulk worker used to resend up to a whole batch (25 rows) per
+thread, because a batch's results were written in one statement after all its
+sends. Now each result goes to the process's writer the moment its reply
+arrives; the writer joins what the threads hand over within
+OUTBOX_RESULT_FLUSH_MS into one statement, and a send's end-of-data dot waits
+for the thread's previous result. This drains the same newsletter with 8
+threads in this process to Postfix's smtp-sink, alternating rounds of the old
+way (the same delivery, results written once per batch) and the new one:
+
+    python bench/bench_result_writes.py [--emails 3000] [--rounds 3] [--threads 8]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import queue
+import statistics
+import threading
+import time
+import uuid
+from collections.abc import Sequence
+
+import psycopg
+from psycopg_pool import ConnectionPool
+
+from bench.run import database, smtp_sink
+from outbox import enqueue_many
+from outbox.config import Settings
+from outbox.db import store
+from outbox.delivery.deliver import Delivery, worker_name
+from outbox.models import Priority
+from outbox.relay.loop import Relay
+from outbox.transports.smtp import SmtpConfig, SmtpTransport
+
+NEWS = {"name": "R", "title": "News", "intro": "Hi", "url": "https://x.example"}
+REDIS_URL = os.environ.get("REDIS_URL") or "redis://127.0.0.1:6379/0"
+
+
+class BatchDelivery(Delivery):
+    """The old way: every result of a broker message written in one statement at its end."""
+
+    def deliver(self, ids: Sequence[int]) -> None:
+        worker = worker_name()
+        with self.pool.connection() as conn:
+            rows = store.take_for_sending(conn, ids, worker)
+        records = []
+        for row in rows:
+            result = self._attempt(row, worker)
+            assert isinstance(result, store.AttemptRecord)
+            records.append(result)
+        with self.pool.connection() as conn:
+            store.record_results(conn, worker, records)
+
+
+def one_round(settings: Settings, kind: type[Delivery], emails: int, threads: int) -> float:
+    """Emails per second from the first send to the last row recorded."""
+    with psycopg.connect(settings.database_url) as conn:
+        conn.execute("TRUNCATE email_outbox, email_attempt, email_event")
+        enqueue_many(
+            conn,
+            (
+                {
+                    "idempotency_key": f"{uuid.uuid4().hex}",
+                    "to": f"r{i}@example.org",
+                    "template": "newsletter",
+                    "params": NEWS,
+                    "priority": "bulk",
+                }
+                for i in range(emails)
+            ),
+            settings=settings,
+        )
+        conn.commit()
+    groups: queue.Queue[list[int]] = queue.Queue()
+
+    def publish(priority: Priority, batch: Sequence[Sequence[int]]) -> None:
+        for ids in batch:
+            groups.put(list(ids))
+
+    with ConnectionPool(settings.database_url, min_size=threads + 2, max_size=threads + 4) as pool:
+        relay = Relay(settings, pool, publish, priorities=[Priority.BULK])
+        while relay.run_round().published:
+            pass
+        transport = SmtpTransport(SmtpConfig.from_settings(settings))
+        delivery = kind(settings, pool, transport)
+        started = time.perf_counter()
+
+        def work() -> None:
+            while True:
+                try:
+                    ids = groups.get_nowait()
+                except queue.Empty:
+                    return
+                delivery.deliver(ids)
+
+        workers = [threading.Thread(target=work) for _ in range(threads)]
+        for thread in workers:
+            thread.start()
+        for thread in workers:
+            thread.join()
+        took = time.perf_counter() - started
+        transport.close()
+    with psycopg.connect(settings.database_url) as conn:
+        row = conn.execute("SELECT count(*) FROM email_outbox WHERE status = 'sent'").fetchone()
+    assert row is not None
+    assert row[0] == emails, f"{row[0]} of {emails} sent"
+    return emails / took
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--emails", type=int, default=3000)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--threads", type=int, default=8)
+    parser.add_argument("--flush-ms", type=float, default=Settings.result_flush_ms)
+    args = parser.parse_args()
+    with database("writes") as url, smtp_sink() as (smtp_url, sink_kind):
+        settings = Settings(
+            database_url=url,
+            redis_url=REDIS_URL,
+            smtp_url=smtp_url,
+            namespace=f"bench-{uuid.uuid4().hex[:8]}",
+            max_in_flight=args.emails,
+            claim_batch=args.emails,
+            result_flush_ms=args.flush_ms,
+        )
+        rates: dict[str, list[float]] = {"per batch (old)": [], "as they arrive (new)": []}
+        one_round(settings, Delivery, min(args.emails, 500), args.threads)  # warm up
+        for _ in range(args.rounds):
+            rates["per batch (old)"].append(
+                one_round(settings, BatchDelivery, args.emails, args.threads)
+            )
+            rates["as they arrive (new)"].append(
+                one_round(settings, Delivery, args.emails, args.threads)
+            )
+    print(f"{args.emails} bulk emails, {args.threads} threads, sink: {sink_kind}")
+    for name, values in rates.items():
+        shown = ", ".join(f"{v:.0f}" for v in values)
+        print(f"  results written {name:<22} median {statistics.median(values):6.0f}/s ({shown})")
+    old = statistics.median(rates["per batch (old)"])
+    new = statistics.median(rates["as they arrive (new)"])
+    print(f"  throughput cost: {(old - new) / old * 100:+.1f} % (target: at most 5 %)")
+
+
+if __name__ == "__main__":
+    main()

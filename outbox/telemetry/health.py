@@ -1,0 +1,123 @@
+"""The health of each part, as ``outbox status`` shows it: Postgres, the broker,
+the transport's breaker, and the last heartbeat of every relay and worker process.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import redis
+
+from outbox.broker import broker_kind, queue_name
+from outbox.config import Settings
+from outbox.db import store
+from outbox.errors import StoreError
+from outbox.models import Priority
+
+
+@dataclass
+class Health:
+    postgres: dict[str, Any] = field(default_factory=dict)
+    broker: dict[str, Any] = field(default_factory=dict)
+    transports: list[dict[str, Any]] = field(default_factory=list)
+    processes: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return (
+            self.postgres.get("up", False)
+            and self.broker.get("up", False)
+            and not any(t["state"] == "open" for t in self.transports)
+            and not any(p["silent"] for p in self.processes)
+        )
+
+    def as_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "ok": self.ok}
+
+
+def broker_health(settings: Settings) -> dict[str, Any]:
+    """Whether the broker answers, and the messages waiting in each queue."""
+    if broker_kind(settings.broker) == "rabbitmq":
+        return _rabbitmq_health(settings.broker)
+    client = redis.Redis.from_url(settings.broker, socket_connect_timeout=2, socket_timeout=2)
+    namespace = f"{settings.namespace}-dramatiq"
+    started = time.perf_counter()
+    try:
+        client.ping()
+        queues = {
+            queue_name(p): int(client.hlen(f"{namespace}:{queue_name(p)}.msgs")) for p in Priority
+        }
+    except redis.RedisError as exc:
+        return {"up": False, "error": str(exc)}
+    finally:
+        client.close()
+    return {"up": True, "latency_ms": (time.perf_counter() - started) * 1000, "messages": queues}
+
+
+def gather(settings: Settings, conn: store.Conn | None, error: str = "") -> Health:
+    """Everything ``outbox status`` reports about health; ``conn`` None: Postgres is away."""
+    health = Health(broker=broker_health(settings))
+    if conn is None:
+        health.postgres = {"up": False, "error": error}
+        return health
+    started = time.perf_counter()
+    try:
+        store.ping(conn)
+        latency = (time.perf_counter() - started) * 1000
+        breakers = store.list_breakers(conn)
+        processes = store.list_processes(conn)
+    except StoreError as exc:
+        health.postgres = {"up": False, "error": str(exc)}
+        return health
+    health.postgres = {"up": True, "latency_ms": latency}
+    for row in breakers:
+        state = row.state
+        health.transports.append(
+            {
+                "transport": state.transport,
+                "state": state.state,
+                "failures": state.failures,
+                "down_since": state.opened_at.isoformat() if state.opened_at else None,
+                "last_error": state.last_error,
+                "changed_seconds_ago": round(row.changed_seconds_ago, 1),
+            }
+        )
+    for beat in processes:
+        health.processes.append(
+            {
+                "name": beat.name,
+                "kind": beat.kind,
+                "detail": beat.detail,
+                "last_beat_seconds_ago": round(beat.silent_seconds, 1),
+                "silent": beat.silent_seconds > settings.stuck_seconds,
+            }
+        )
+    return health
+
+
+def _rabbitmq_health(url: str) -> dict[str, Any]:
+    import pika  # noqa: PLC0415 (only for a RabbitMQ broker)
+    import pika.exceptions  # noqa: PLC0415
+
+    started = time.perf_counter()
+    parameters = pika.URLParameters(url)
+    parameters.socket_timeout = 2
+    parameters.blocked_connection_timeout = 2
+    try:
+        connection = pika.BlockingConnection(parameters)
+    except pika.exceptions.AMQPError as exc:
+        return {"up": False, "error": type(exc).__name__}
+    try:
+        channel = connection.channel()
+        queues = {}
+        for p in Priority:
+            declared = channel.queue_declare(queue=queue_name(p), durable=True, passive=True)
+            queues[queue_name(p)] = int(declared.method.message_count)
+    except pika.exceptions.AMQPError as exc:
+        return {"up": False, "error": type(exc).__name__}
+    finally:
+        if connection.is_open:
+            connection.close()
+    return {"up": True, "latency_ms": (time.perf_counter() - started) * 1000, "messages": queues}

@@ -1,0 +1,96 @@
+"""Outage logging: once down, once back, and summaries instead of a line per email."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+
+from outbox.relay.held import _row_ids
+from outbox.telemetry.outages import DownOnce, Summary
+from outbox.worker.heartbeat import queues_of_argv
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_down_once_says_down_once_and_back_once(caplog: pytest.LogCaptureFixture) -> None:
+    clock = Clock()
+    part = DownOnce(logging.getLogger("t"), "Postgres", clock=clock)
+    with caplog.at_level(logging.WARNING):
+        assert part.ok() is False  # never down: nothing to say
+        assert part.failed("refused", waiting="12 bulk") is True
+        for _ in range(100):
+            clock.now += 0.5
+            assert part.failed("refused") is False
+        assert part.is_down
+        assert part.ok(waiting="12 bulk") is True
+        assert part.ok() is False
+    lines = [r.getMessage() for r in caplog.records]
+    assert lines == [
+        "Postgres is down: refused; 12 bulk waiting",
+        "Postgres is back after 50.0s (101 failures meanwhile); 12 bulk waiting",
+    ]
+    assert not part.is_down
+
+
+def test_summary_logs_at_most_once_per_interval(caplog: pytest.LogCaptureFixture) -> None:
+    clock = Clock()
+    summary = Summary(logging.getLogger("t"), "emails returned", interval=10, clock=clock)
+    with caplog.at_level(logging.WARNING):
+        for i in range(1000):  # 1000 emails over 20 s
+            clock.now = i * 0.02
+            summary.add("transport down" if i % 2 else "connection refused")
+        summary.flush(force=True)
+    lines = [r.getMessage() for r in caplog.records]
+    assert len(lines) == 2
+    assert lines[0].startswith("501 emails returned in 10s: ")
+    assert "transport down" in lines[0]
+    assert "connection refused" in lines[0]
+    total = sum(int(line.split()[0]) for line in lines)
+    assert total == 1000
+
+
+def test_summary_names_the_top_reasons(caplog: pytest.LogCaptureFixture) -> None:
+    summary = Summary(logging.getLogger("t"), "returned", interval=0, clock=Clock())
+    with caplog.at_level(logging.WARNING):
+        summary._counts.update({"a": 5, "b": 4, "c": 3, "d": 1})
+        summary.flush(force=True)
+    assert (
+        caplog.records[0].getMessage() == "13 returned in 0s: 5 a; 4 b; 3 c (and 1 other reasons)"
+    )
+
+
+@pytest.mark.parametrize(
+    ("argv", "queues"),
+    [
+        (["dramatiq", "outbox.worker", "-Q", "email_bulk", "-p", "1"], ["email_bulk"]),
+        (
+            ["dramatiq", "outbox.worker", "--queues", "email_high", "email_bulk"],
+            ["email_high", "email_bulk"],
+        ),
+        (["dramatiq", "outbox.worker"], []),
+    ],
+)
+def test_queues_of_argv(argv: list[str], queues: list[str]) -> None:
+    assert queues_of_argv(argv) == queues
+
+
+@pytest.mark.parametrize(
+    ("raw", "ids"),
+    [
+        (b'{"args": [[1, 2, 3]], "queue_name": "email_bulk"}', [1, 2, 3]),
+        (b'{"args": [[7]]}', [7]),
+        (b'{"args": []}', []),
+        (b'{"args": [["x"]]}', []),
+        (b"not json", []),
+        (b'{"kwargs": {}}', []),
+    ],
+)
+def test_row_ids_of_a_broker_message(raw: bytes, ids: list[int]) -> None:
+    assert _row_ids(raw) == ids
