@@ -13,6 +13,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+from outbox import keys
 from outbox.errors import ConfigError
 from outbox.pacing.rules import RateLimits
 
@@ -87,6 +88,7 @@ class Settings:
     retry_jitter: str = "full"  # full | none (a baseline for measuring retry waves)
     on_uncertain: str = "retry"  # retry | hold
     max_params_bytes: int = 64 * 1024
+    previous_secrets: str = ""  # comma-separated earlier OUTBOX_SECRETs, still verified
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
@@ -119,6 +121,12 @@ class Settings:
         for name in ("max_in_flight", "bulk_batch", "claim_batch", "max_attempts"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"OUTBOX_{name.upper()} must be at least 1")
+        if self.secret:
+            keys.check("OUTBOX_SECRET", self.secret)
+        for previous in self.previous_secret_list:
+            keys.check("OUTBOX_PREVIOUS_SECRETS (one of them)", previous)
+        if self.previous_secrets and not self.secret:
+            raise ConfigError("OUTBOX_PREVIOUS_SECRETS needs OUTBOX_SECRET, which signs")
         if self.bounce_domain and not self.secret:
             raise ConfigError("OUTBOX_BOUNCE_DOMAIN needs OUTBOX_SECRET to sign return paths")
         if self.pace_by_mx not in {"on", "off"}:
@@ -132,6 +140,11 @@ class Settings:
         self.rate_limits_parsed()  # raises on a malformed rate
         if not self.templates.is_dir():
             raise ConfigError(f"OUTBOX_TEMPLATES: {self.templates} is not a directory")
+
+    @property
+    def previous_secret_list(self) -> tuple[str, ...]:
+        """Secrets that still verify tokens signed before a rotation (never sign)."""
+        return keys.previous(self.previous_secrets)
 
     def rate_limits_parsed(self) -> RateLimits:
         return RateLimits.parse(self.rate_limits, self.send_rate, self.domain_groups)

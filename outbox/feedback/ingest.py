@@ -190,7 +190,9 @@ def _link(
     tokens += [r.verp_token for r in results]
     token = next((t for t in tokens if t), None)
     if token is not None and settings.secret:
-        outbox_id = outbox_id_from_token(token, secret=settings.secret)
+        outbox_id = outbox_id_from_token(
+            token, secret=settings.secret, previous=settings.previous_secret_list
+        )
         if outbox_id is None:
             return Link("none", forged=True)
         found = store.find_row_for_bounce(conn, outbox_id=outbox_id, message_id=None)

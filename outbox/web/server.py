@@ -63,6 +63,7 @@ class Unsubscribes:
         if not settings.secret:
             raise ConfigError("the unsubscribe endpoint needs OUTBOX_SECRET to verify tokens")
         self.secret = settings.secret
+        self.previous = settings.previous_secret_list  # tokens signed before a rotation
         self.pool = pool
 
     def handle(self, method: str, target: str, body: bytes = b"") -> Response:
@@ -70,7 +71,9 @@ class Unsubscribes:
         if parts.path == "/healthz":
             return Response(HTTPStatus.OK, "ok\n", "text/plain; charset=utf-8")
         token = parse_qs(parts.query).get("token", [""])[0]
-        outbox_id = unsubscribe.outbox_id_from_token(token, secret=self.secret)
+        outbox_id = unsubscribe.outbox_id_from_token(
+            token, secret=self.secret, previous=self.previous
+        )
         if outbox_id is None:
             return _page(
                 HTTPStatus.BAD_REQUEST, "Link not valid", "This unsubscribe link is not valid."

@@ -19,6 +19,7 @@ from outbox.feedback.smtp_server import BounceServer
 from outbox.message.return_path import return_path
 from outbox.testing.sink import SmtpSink
 from tests.integration.helpers import LOGIN, NEWS, query, wait_until
+from tests.keys import OTHER_SECRET, SECRET
 
 BOUNCE_DOMAIN = "bounces.shop.example"
 
@@ -26,7 +27,7 @@ BOUNCE_DOMAIN = "bounces.shop.example"
 @pytest.fixture
 def bsettings(settings: Settings) -> Settings:
     return dataclasses.replace(
-        settings, bounce_domain=BOUNCE_DOMAIN, secret="s3cret", bounce_port=SmtpSink().port
+        settings, bounce_domain=BOUNCE_DOMAIN, secret=SECRET, bounce_port=SmtpSink().port
     )
 
 
@@ -137,7 +138,7 @@ def run_ingest(settings: Settings, raw: bytes, envelope_to: str | None) -> Any:
 
 def test_hard_bounce_through_verp_suppresses(bsettings: Settings) -> None:
     row_id, message_id = sent_row(bsettings, "k1")
-    verp = return_path(row_id, domain=BOUNCE_DOMAIN, secret="s3cret")
+    verp = return_path(row_id, domain=BOUNCE_DOMAIN, secret=SECRET)
     done = run_ingest(bsettings, dsn("gone@example.net", message_id, to=verp), verp)
     assert (done.link.via, done.link.outbox_id) == ("verp", row_id)
     assert done.suppressed == ["gone@example.net"]
@@ -171,7 +172,7 @@ def test_hard_bounce_through_verp_suppresses(bsettings: Settings) -> None:
 
 def test_forged_verp_token_never_suppresses(bsettings: Settings) -> None:
     row_id, message_id = sent_row(bsettings, "k1", to="victim@example.net")
-    forged = return_path(row_id, domain=BOUNCE_DOMAIN, secret="guessed")
+    forged = return_path(row_id, domain=BOUNCE_DOMAIN, secret=OTHER_SECRET)
     done = run_ingest(bsettings, dsn("victim@example.net", message_id, to=forged), forged)
     assert done.link.forged
     assert done.suppressed == []
@@ -211,7 +212,7 @@ def test_complaint_suppresses(bsettings: Settings) -> None:
 
 def test_delay_notice_is_not_a_verdict(bsettings: Settings) -> None:
     row_id, message_id = sent_row(bsettings, "k1")
-    verp = return_path(row_id, domain=BOUNCE_DOMAIN, secret="s3cret")
+    verp = return_path(row_id, domain=BOUNCE_DOMAIN, secret=SECRET)
     notice = dsn(
         "gone@example.net",
         message_id,
@@ -230,7 +231,7 @@ def test_soft_bounces_suppress_after_a_streak(bsettings: Settings) -> None:
     rows = [sent_row(bsettings, f"k{i}", to="full@example.net") for i in range(limit + 1)]
 
     def soft(row: tuple[int, str]) -> Any:
-        verp = return_path(row[0], domain=BOUNCE_DOMAIN, secret="s3cret")
+        verp = return_path(row[0], domain=BOUNCE_DOMAIN, secret=SECRET)
         return run_ingest(
             bsettings,
             dsn(
@@ -257,7 +258,7 @@ def test_a_delivery_between_breaks_the_streak(bsettings: Settings) -> None:
     for index, row in enumerate(rows):
         if index == 2:
             continue  # this one got through
-        verp = return_path(row[0], domain=BOUNCE_DOMAIN, secret="s3cret")
+        verp = return_path(row[0], domain=BOUNCE_DOMAIN, secret=SECRET)
         full = dsn(
             "flaky@example.net",
             row[1],
@@ -271,7 +272,7 @@ def test_a_delivery_between_breaks_the_streak(bsettings: Settings) -> None:
 
 def test_stored_but_unprocessed_bounces_are_picked_up(bsettings: Settings) -> None:
     row_id, message_id = sent_row(bsettings, "k1")
-    verp = return_path(row_id, domain=BOUNCE_DOMAIN, secret="s3cret")
+    verp = return_path(row_id, domain=BOUNCE_DOMAIN, secret=SECRET)
     with psycopg.connect(bsettings.database_url) as conn:
         store.store_bounce(conn, dsn("gone@example.net", message_id, to=verp), verp)
         conn.commit()  # then the process died
@@ -282,7 +283,7 @@ def test_stored_but_unprocessed_bounces_are_picked_up(bsettings: Settings) -> No
 
 def test_bounce_server_over_smtp(bsettings: Settings) -> None:
     row_id, message_id = sent_row(bsettings, "k1")
-    verp = return_path(row_id, domain=BOUNCE_DOMAIN, secret="s3cret")
+    verp = return_path(row_id, domain=BOUNCE_DOMAIN, secret=SECRET)
     with ConnectionPool(bsettings.database_url, min_size=1, max_size=2) as pool:
         server = BounceServer(bsettings, pool)
         server.start()
