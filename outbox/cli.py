@@ -29,7 +29,13 @@ log = logging.getLogger("outbox")
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = _parser()
-    args = parser.parse_args(argv)
+    args, extra = parser.parse_known_args(argv)
+    # argparse fills a "*" positional before it reads the options after it, so
+    # `bounces ingest --to RCPT -` would leave "-" over: it is one of the files.
+    if extra and hasattr(args, "files") and not any(e.startswith("--") for e in extra):
+        args.files = [*args.files, *extra]
+    elif extra:
+        parser.error(f"unrecognized arguments: {' '.join(extra)}")
     logging.basicConfig(
         level=os.environ.get("OUTBOX_LOG_LEVEL", "INFO").upper(),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
