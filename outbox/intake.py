@@ -219,7 +219,7 @@ def _validated(
         template=template_name,
         params=params_json,
         content_hash=content_hash(recipient, template_name, params_json, checked_priority),
-        message_id=derive_message_id(checked_key, settings.message_id_domain),
+        message_id=derive_message_id(checked_key, settings.message_id_domain, settings.secret),
         priority=checked_priority.value,
         template_version=template.version,
     )

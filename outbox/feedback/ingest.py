@@ -49,6 +49,9 @@ def process_bounce(conn: store.Conn, bounce_id: int, settings: Settings) -> Proc
         link = _provider_link(conn, report)
     if link.forged:
         log.warning("bounce #%d carries a forged VERP token; stored, not acted on", bounce_id)
+    elif link.via == "message_id":
+        # Anyone can quote a Message-ID (outbox.feedback.policy): recorded, not acted on.
+        log.info("bounce #%d is linked by Message-ID only; recorded, not acted on", bounce_id)
     with _bounce_span(conn, stored, link, results) as span:
         suppressed = _apply(conn, bounce_id, link, results, settings)
         span.set_attribute("outbox.bounce.suppressed", bool(suppressed))

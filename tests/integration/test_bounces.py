@@ -92,8 +92,8 @@ Message-ID: {message_id}
     return text.replace("\n", "\r\n").encode()
 
 
-def arf(recipient: str, message_id: str) -> bytes:
-    """An RFC 5965 feedback report (a spam complaint)."""
+def arf(recipient: str, message_id: str, return_path: str = "") -> bytes:
+    """An RFC 5965 feedback report (a spam complaint), quoting the original's headers."""
     text = f"""From: feedback@fbl.example.net
 To: fbl@bounces.shop.example
 Subject: Complaint about a message
@@ -116,6 +116,7 @@ Original-Rcpt-To: {recipient}
 --b2
 Content-Type: text/rfc822-headers
 
+Return-Path: <{return_path}>
 From: shop@shop.example
 To: {recipient}
 Subject: News
@@ -184,13 +185,73 @@ def test_forged_verp_token_never_suppresses(bsettings: Settings) -> None:
     assert stored == [(True, "none", True, True)]
 
 
-def test_message_id_link_vouches_only_for_its_own_recipient(bsettings: Settings) -> None:
-    _, message_id = sent_row(bsettings, "k1", to="real@example.net")
-    other = run_ingest(bsettings, dsn("someone.else@example.net", message_id), None)
-    assert other.link.via == "message_id"
-    assert other.suppressed == []
+def test_regression_forged_dsn_quoting_a_message_id_suppresses_nobody(
+    bsettings: Settings,
+) -> None:
+    """Finding 1: a DSN to postmaster@ naming the victim and quoting the Message-ID
+    of a guessable key suppressed the victim from all mail."""
+    row_id, message_id = sent_row(bsettings, "login-7-1", to="victim@example.net")
+    forged = dsn("victim@example.net", message_id, to=f"postmaster@{BOUNCE_DOMAIN}")
+    with ConnectionPool(bsettings.database_url, min_size=1, max_size=2) as pool:
+        server = BounceServer(bsettings, pool)
+        server.start()
+        try:
+            with smtplib.SMTP("127.0.0.1", bsettings.bounce_port, timeout=10) as client:
+                client.sendmail("", [f"postmaster@{BOUNCE_DOMAIN}"], forged)
+            wait_until(
+                lambda: (
+                    query(
+                        bsettings,
+                        "SELECT count(*) FROM email_bounce WHERE processed_at IS NOT NULL",
+                    )[0][0]
+                    == 1
+                ),
+                timeout=10,
+            )
+        finally:
+            server.stop()
+    # Recorded against its row, acted on never.
+    assert query(bsettings, "SELECT outbox_id, link FROM email_bounce") == [(row_id, "message_id")]
+    assert suppressed(bsettings, "victim@example.net") is None
+    assert query(bsettings, "SELECT bounce_class FROM email_outbox")[0][0] is None
+    with psycopg.connect(bsettings.database_url) as conn:
+        code = enqueue(
+            conn,
+            idempotency_key="login-7-2",
+            to="victim@example.net",
+            template="login_code",
+            params=LOGIN,
+            priority="high",
+            settings=bsettings,
+        )
+        conn.commit()
+    assert not code.suppressed
+
+
+def test_regression_forged_unsubscribe_mail_quoting_a_message_id_is_not_acted_on(
+    bsettings: Settings,
+) -> None:
+    """Finding 1: a mailto "unsubscribe" with a forged From and the quoted
+    Message-ID gave a bulk suppression."""
+    _, message_id = sent_row(bsettings, "k1", to="victim@example.net")
+    request = (
+        "From: victim@example.net\r\nTo: unsubscribe@bounces.shop.example\r\n"
+        f"Subject: unsubscribe\r\nIn-Reply-To: {message_id}\r\nReferences: {message_id}\r\n"
+        f"\r\nunsubscribe\r\n\r\n> Message-ID: {message_id}\r\n"
+    ).encode()
+    done = run_ingest(bsettings, request, f"unsubscribe@{BOUNCE_DOMAIN}")
+    assert [r.reason for r in done.results] == ["unsubscribe"]
+    assert done.link.via == "message_id"
+    assert done.suppressed == []
+    assert suppressed(bsettings, "victim@example.net") is None
+
+
+def test_message_id_link_is_recorded_not_acted_on(bsettings: Settings) -> None:
+    row_id, message_id = sent_row(bsettings, "k1", to="real@example.net")
     own = run_ingest(bsettings, dsn("real@example.net", message_id), None)
-    assert own.suppressed == ["real@example.net"]
+    assert (own.link.via, own.link.outbox_id) == ("message_id", row_id)
+    assert own.suppressed == []
+    assert suppressed(bsettings, "real@example.net") is None
 
 
 def test_unlinked_bounce_is_stored_only(bsettings: Settings) -> None:
@@ -204,8 +265,11 @@ def test_unlinked_bounce_is_stored_only(bsettings: Settings) -> None:
 
 
 def test_complaint_suppresses(bsettings: Settings) -> None:
-    _, message_id = sent_row(bsettings, "k1", to="annoyed@example.net")
-    done = run_ingest(bsettings, arf("annoyed@example.net", message_id), "fbl@" + BOUNCE_DOMAIN)
+    row_id, message_id = sent_row(bsettings, "k1", to="annoyed@example.net")
+    verp = return_path(row_id, domain=BOUNCE_DOMAIN, secret=SECRET)
+    report = arf("annoyed@example.net", message_id, return_path=verp)
+    done = run_ingest(bsettings, report, "fbl@" + BOUNCE_DOMAIN)
+    assert done.link.via == "verp"  # the returned headers' Return-Path
     assert [r.klass for r in done.results] == ["complaint"]
     assert suppressed(bsettings, "annoyed@example.net").reason == "complaint"
 
