@@ -320,6 +320,7 @@ def cmd_bounces(settings: Settings, args: argparse.Namespace) -> int:
                         "forged": done.link.forged,
                         "results": [r.to_json() for r in done.results],
                         "suppressed": [recipient_tag(a) for a in done.suppressed],
+                        "unprocessable": done.unprocessable is not None,
                     }
                 )
             )

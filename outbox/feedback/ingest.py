@@ -12,12 +12,14 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
+import psycopg
 from opentelemetry.trace import Link as TraceLink
 from opentelemetry.trace import Span, SpanKind
 
 from outbox.bounces import BounceResult, parse_bounce, providers
 from outbox.config import Settings
 from outbox.db import store
+from outbox.errors import StoreError
 from outbox.feedback.policy import Link, effects, soft_streak_reached
 from outbox.message.return_path import outbox_id_from_token, token_from_address
 from outbox.models import Priority
@@ -33,6 +35,7 @@ class Processed:
     link: Link
     results: list[BounceResult]
     suppressed: list[str]  # addresses added to the suppression list
+    unprocessable: str | None = None  # set aside: why processing failed
 
 
 def process_bounce(conn: store.Conn, bounce_id: int, settings: Settings) -> Processed | None:
@@ -162,9 +165,8 @@ def ingest(
     """Store a bounce, commit, then process it (a pipe transport or a file)."""
     bounce_id = store.store_bounce(conn, raw, envelope_to)
     conn.commit()
-    processed = process_bounce(conn, bounce_id, settings)
-    conn.commit()
-    assert processed is not None
+    processed = process_or_set_aside(conn, bounce_id, settings)
+    assert processed is not None  # stored a moment ago
     return processed
 
 
@@ -172,10 +174,38 @@ def process_pending(conn: store.Conn, settings: Settings) -> int:
     """Process every stored bounce not yet processed; returns how many."""
     done = 0
     for bounce_id in store.unprocessed_bounces(conn):
-        if process_bounce(conn, bounce_id, settings) is not None:
+        if process_or_set_aside(conn, bounce_id, settings) is not None:
             done += 1
-        conn.commit()
     return done
+
+
+def process_or_set_aside(conn: store.Conn, bounce_id: int, settings: Settings) -> Processed | None:
+    """Process one stored report and commit; None if it was processed before.
+
+    No report may stop the ones after it: one that fails for a reason of its
+    own (a parser defect, a value the database refuses) is marked
+    unprocessable with the reason and skipped. A lost database connection is
+    not the report's fault: it stays unprocessed for the next run.
+    """
+    try:
+        processed = process_bounce(conn, bounce_id, settings)
+        conn.commit()
+        return processed
+    except Exception as exc:
+        conn.rollback()
+        if _connection_lost(exc, conn):
+            raise
+        reason = f"{type(exc).__name__}: {exc}"
+        store.mark_bounce_unprocessable(conn, bounce_id, reason)
+        conn.commit()
+        # The reason may quote the report; the log names only the kind of failure.
+        log.warning("bounce #%d cannot be processed (%s); set aside", bounce_id, type(exc).__name__)
+        return Processed(bounce_id, Link("none"), [], [], unprocessable=reason)
+
+
+def _connection_lost(exc: BaseException, conn: store.Conn) -> bool:
+    cause = exc.__cause__ if isinstance(exc, StoreError) else exc
+    return conn.closed or isinstance(cause, psycopg.OperationalError | psycopg.InterfaceError)
 
 
 def _provider_link(conn: store.Conn, report: providers.ProviderReport) -> Link:

@@ -19,7 +19,7 @@ from psycopg_pool import ConnectionPool
 from outbox.config import Settings
 from outbox.db import store
 from outbox.errors import ConfigError, OutboxError
-from outbox.feedback.ingest import process_bounce, process_pending
+from outbox.feedback.ingest import process_or_set_aside, process_pending
 
 log = logging.getLogger(__name__)
 MAX_BOUNCE_BYTES = 10 * 2**20  # a bounce may quote the whole original; past this it is not one
@@ -76,9 +76,10 @@ class BounceServer:
     def process(self, bounce_id: int) -> None:
         try:
             with self.pool.connection() as conn:
-                process_bounce(conn, bounce_id, self.settings)
+                process_or_set_aside(conn, bounce_id, self.settings)
         except Exception:
-            # Stays unprocessed and is picked up at the next start or reprocess.
+            # The database is gone: it stays unprocessed and is picked up at the
+            # next start or reprocess.
             log.exception("processing bounce #%d failed", bounce_id)
 
     def start(self) -> None:

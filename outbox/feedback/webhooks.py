@@ -23,7 +23,7 @@ from outbox.bounces import providers
 from outbox.config import Settings
 from outbox.db import store
 from outbox.errors import StoreError
-from outbox.feedback.ingest import process_bounce
+from outbox.feedback.ingest import process_or_set_aside
 from outbox.feedback.webhook_auth import basic_auth_matches, svix_signature_valid
 
 log = logging.getLogger(__name__)
@@ -72,12 +72,10 @@ class ProviderWebhooks:
             if bounce_id is None:
                 return HTTPStatus.OK, "already received\n"
             try:
-                processed = process_bounce(conn, bounce_id, self.settings)
-                conn.commit()
+                processed = process_or_set_aside(conn, bounce_id, self.settings)
             except (psycopg.Error, StoreError):
                 # Stored and answered: `outbox bounces reprocess` finishes it.
                 log.exception("%s report #%d stored, not processed", report.provider, bounce_id)
-                conn.rollback()
                 return HTTPStatus.OK, "stored\n"
         if processed is not None and processed.link.outbox_id is None:
             log.warning("%s report #%d names no email sent from here", report.provider, bounce_id)

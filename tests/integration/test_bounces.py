@@ -365,3 +365,68 @@ def test_bounce_server_over_smtp(bsettings: Settings) -> None:
     assert took < 10
     stored = query(bsettings, "SELECT envelope_to, link, outbox_id FROM email_bounce")
     assert stored == [(verp, "verp", row_id)]
+
+
+def test_regression_nul_byte_bounce_neither_stops_the_server_nor_reprocessing(
+    bsettings: Settings,
+) -> None:
+    row_id, message_id = sent_row(bsettings, "k1", to="poison@example.net")
+    verp = return_path(row_id, domain=BOUNCE_DOMAIN, secret=SECRET)
+    poison = dsn(
+        "poison@example.net", message_id, to=verp, diagnostic="smtp; 550 5.1.1 user\x00unknown"
+    ).replace(b"unknown", b"unknown \xff\xfe")
+    good_id, good_message_id = sent_row(bsettings, "k2", to="gone@example.net")
+    good_verp = return_path(good_id, domain=BOUNCE_DOMAIN, secret=SECRET)
+    with psycopg.connect(bsettings.database_url) as conn:
+        # Left unprocessed by a crash, before the good one: a start processes both.
+        store.store_bounce(conn, poison, verp)
+        store.store_bounce(conn, dsn("gone@example.net", good_message_id, to=good_verp), good_verp)
+        conn.commit()
+    with ConnectionPool(bsettings.database_url, min_size=1, max_size=2) as pool:
+        server = BounceServer(bsettings, pool)
+        server.start()  # exited at start before ("\u0000 cannot be converted to text")
+        try:
+            with smtplib.SMTP("127.0.0.1", bsettings.bounce_port, timeout=10) as client:
+                client.sendmail("", [verp], poison)  # and once more, live
+                client.sendmail("", [good_verp], dsn("gone@example.net", good_message_id))
+            wait_until(
+                lambda: (
+                    query(
+                        bsettings, "SELECT count(*) FROM email_bounce WHERE processed_at IS NULL"
+                    )[0][0]
+                    == 0
+                ),
+                timeout=10,
+            )
+        finally:
+            server.stop()
+    assert suppressed(bsettings, "gone@example.net") is not None
+    assert suppressed(bsettings, "poison@example.net") is not None  # the text was made safe
+    diagnostics = query(
+        bsettings,
+        "SELECT results->0->>'diagnostic' FROM email_bounce WHERE envelope_to = %s",
+        verp,
+    )
+    assert len(diagnostics) == 2
+    assert all("\x00" not in d and "\ufffd" in d for (d,) in diagnostics)
+    with psycopg.connect(bsettings.database_url) as conn:
+        assert process_pending(conn, bsettings) == 0
+
+
+def test_a_report_that_cannot_be_processed_is_marked_and_skipped(bsettings: Settings) -> None:
+    with psycopg.connect(bsettings.database_url) as conn:
+        bad = store.store_report(conn, b"{not json", source="postmark", event_id="e1")
+        good_id, message_id = sent_row(bsettings, "k1")
+        verp = return_path(good_id, domain=BOUNCE_DOMAIN, secret=SECRET)
+        store.store_bounce(conn, dsn("gone@example.net", message_id, to=verp), verp)
+        conn.commit()
+        assert process_pending(conn, bsettings) == 2
+        assert process_pending(conn, bsettings) == 0
+    [(processed, link, error)] = query(
+        bsettings,
+        "SELECT processed_at IS NOT NULL, link, error FROM email_bounce WHERE id = %s",
+        bad,
+    )
+    assert (processed, link) == (True, "none")
+    assert error.startswith("unprocessable: ")
+    assert suppressed(bsettings, "gone@example.net") is not None

@@ -576,3 +576,10 @@ GROUP BY 1, 2;
 -- metrics_suppressed --
 -- Addresses on the suppression list.
 SELECT count(*) FROM email_suppression;
+
+-- mark_bounce_unprocessable --
+-- A report that processing failed on: processed (so nothing retries it for
+-- ever and the reports after it go on), linked to nothing, with the reason.
+UPDATE email_bounce
+SET processed_at = now(), link = 'none', results = '[]'::jsonb, error = %(error)s
+WHERE id = %(id)s AND processed_at IS NULL;
