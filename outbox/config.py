@@ -138,6 +138,11 @@ class Settings:
         if self.pace_wait_bulk < 0 or self.pace_wait_high < 0:
             raise ConfigError("OUTBOX_PACE_WAIT_BULK and OUTBOX_PACE_WAIT_HIGH must be 0 or more")
         self.rate_limits_parsed()  # raises on a malformed rate
+        if self.dkim_selector or self.dkim_domain or self.dkim_private_key:
+            # A key that cannot sign is a start-up error, not one per message.
+            from outbox.message.sign import Signer  # noqa: PLC0415  (sign imports config)
+
+            Signer.from_settings(self)
         if not self.templates.is_dir():
             raise ConfigError(f"OUTBOX_TEMPLATES: {self.templates} is not a directory")
 
