@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from outbox import redact
 from outbox.config import Settings, default_settings
 from outbox.errors import OutboxError
 from outbox.redact import recipient_tag
@@ -42,9 +43,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     try:
         settings = default_settings()
+    except OutboxError as exc:
+        print(f"outbox: {exc}", file=sys.stderr)  # ConfigError never shows a secret value
+        return 2
+    redact.install(settings)  # no secret, no address in clear in any log line
+    try:
         return int(args.handler(settings, args) or 0)
     except OutboxError as exc:
-        print(f"outbox: {exc}", file=sys.stderr)
+        print(f"outbox: {redact.Redactor.from_settings(settings).text(str(exc))}", file=sys.stderr)
         return 2
 
 
@@ -69,8 +75,17 @@ def _parser() -> argparse.ArgumentParser:
     status = command("status", cmd_status, "rows per status and priority, oldest unsent age")
     status.add_argument("--json", action="store_true", help="machine-readable output")
     show = command("show", cmd_show, "one email with its attempts and status changes")
-    show.add_argument("ref", metavar="KEY|MESSAGE-ID")
+    which_email = show.add_mutually_exclusive_group(required=True)
+    which_email.add_argument("ref", nargs="?", metavar="KEY|MESSAGE-ID")
+    which_email.add_argument(
+        "--to", metavar="ADDRESS", help="the latest emails to ADDRESS (- reads it from stdin)"
+    )
     show.add_argument("--json", action="store_true")
+    show.add_argument(
+        "--reveal",
+        action="store_true",
+        help="show addresses in reply texts and the recipient in clear (support only)",
+    )
     requeue = command("requeue", cmd_requeue, "send failed, dead or held emails again")
     which = requeue.add_mutually_exclusive_group(required=True)
     which.add_argument("ref", nargs="?", metavar="KEY|MESSAGE-ID")
@@ -193,49 +208,86 @@ def cmd_status(settings: Settings, args: argparse.Namespace) -> int:
 def cmd_show(settings: Settings, args: argparse.Namespace) -> int:
     from outbox.db import store  # noqa: PLC0415
 
+    redactor = redact.Redactor.from_settings(settings)
     with _connect(settings) as conn:
-        row = store.find_message(conn, args.ref)
-        if row is None:
-            print(f"no email with key or Message-ID {args.ref!r}", file=sys.stderr)
-            return 1
-        attempts = store.list_attempts(conn, row["id"])
-        events = store.list_events(conn, row["id"])
-        bounces = store.list_bounces(conn, row["id"])
-    row["recipient"] = recipient_tag(row["recipient"])
-    # Search Jaeger by this id, or by the tag email.message_id / outbox.idempotency_key.
-    row["trace_id"] = trace_id_of(row.pop("trace_context", None))
-    row.pop("params")  # may hold personal data; `outbox show` is for operators' logs too
-    if args.json:
-        shown = {"email": row, "attempts": attempts, "events": events, "bounces": bounces}
-        print(json.dumps(shown, default=str))
-        return 0
-    for name, value in row.items():
-        print(f"{name:>20}: {value}")
-    print("attempts:")
+        if args.to is not None:
+            # Read from stdin with "-", so the address is not even in the shell history.
+            address = sys.stdin.readline().strip() if args.to == "-" else args.to.strip()
+            rows = store.find_messages_to(conn, address)
+            if not rows:
+                tag = recipient_tag(address, secret=settings.secret)
+                print(f"no email to {tag}", file=sys.stderr)
+                return 1
+        else:
+            row = store.find_message(conn, args.ref)
+            if row is None:
+                print(f"no email with key or Message-ID {args.ref!r}", file=sys.stderr)
+                return 1
+            rows = [row]
+        shown = [_email_details(conn, row) for row in rows]
+    for index, (row, attempts, events, bounces) in enumerate(shown):
+        if not args.reveal:
+            row["recipient"] = recipient_tag(row["recipient"], secret=settings.secret)
+        # Search Jaeger by this id, or by the tag email.message_id / outbox.idempotency_key.
+        row["trace_id"] = trace_id_of(row.pop("trace_context", None))
+        row.pop("params")  # may hold personal data; `outbox show` is for operators' logs too
+        if args.json:
+            text = json.dumps(
+                {"email": row, "attempts": attempts, "events": events, "bounces": bounces},
+                default=str,
+            )
+        else:
+            text = _show_text(row, attempts, events, bounces)
+            text = text if index == 0 else "\n" + text
+        # Reply texts and reasons quote addresses: tagged unless --reveal; secrets never.
+        print(redactor.secrets_only(text) if args.reveal else redactor.text(text))
+    return 0
+
+
+def _email_details(conn: psycopg.Connection[Any], row: dict[str, Any]) -> tuple[Any, ...]:
+    from outbox.db import store  # noqa: PLC0415
+
+    outbox_id = row["id"]
+    return (
+        row,
+        store.list_attempts(conn, outbox_id),
+        store.list_events(conn, outbox_id),
+        store.list_bounces(conn, outbox_id),
+    )
+
+
+def _show_text(
+    row: dict[str, Any],
+    attempts: list[dict[str, Any]],
+    events: list[dict[str, Any]],
+    bounces: list[dict[str, Any]],
+) -> str:
+    lines = [f"{name:>20}: {value}" for name, value in row.items()]
+    lines.append("attempts:")
     for a in attempts:
-        print(
+        lines.append(
             f"  #{a['attempt']} {a['attempted_at']:%Y-%m-%d %H:%M:%S} {a['verdict']:<9} "
             f"via {a['transport'] or '?'} {a['reply_code'] or '-'} "
             f"{a['enhanced_status'] or ''} {a['reply_text'] or ''}"
         )
-    print("status changes:")
-    print(f"  {row['created_at']:%Y-%m-%d %H:%M:%S} -> pending (enqueued)")
+    lines.append("status changes:")
+    lines.append(f"  {row['created_at']:%Y-%m-%d %H:%M:%S} -> pending (enqueued)")
     for e in events:
-        print(
+        lines.append(
             f"  {e['at']:%Y-%m-%d %H:%M:%S} {e['from_status']} -> {e['to_status']} ({e['reason']})"
         )
     if bounces:
-        print("bounce reports:")
+        lines.append("bounce reports:")
     for b in bounces:
         verdicts = ", ".join(
             " ".join(filter(None, (r.get("class"), r.get("status"), r.get("reason"))))
             for r in b["results"]
         )
-        print(
+        lines.append(
             f"  #{b['id']} {b['received_at']:%Y-%m-%d %H:%M:%S} {b['source']} "
             f"linked by {b['link']}: {verdicts or 'no verdict'}"
         )
-    return 0
+    return "\n".join(lines)
 
 
 def cmd_requeue(settings: Settings, args: argparse.Namespace) -> int:
@@ -311,17 +363,23 @@ def cmd_bounces(settings: Settings, args: argparse.Namespace) -> int:
         for path in args.files or ["-"]:
             raw = sys.stdin.buffer.read() if path == "-" else Path(path).read_bytes()
             done = feedback.ingest(conn, raw, settings, envelope_to=args.to)
+            # The results name the bounced recipients: tagged, like every other output.
+            redactor = redact.Redactor.from_settings(settings)
             print(
-                json.dumps(
-                    {
-                        "bounce_id": done.bounce_id,
-                        "link": done.link.via,
-                        "outbox_id": done.link.outbox_id,
-                        "forged": done.link.forged,
-                        "results": [r.to_json() for r in done.results],
-                        "suppressed": [recipient_tag(a) for a in done.suppressed],
-                        "unprocessable": done.unprocessable is not None,
-                    }
+                redactor.text(
+                    json.dumps(
+                        {
+                            "bounce_id": done.bounce_id,
+                            "link": done.link.via,
+                            "outbox_id": done.link.outbox_id,
+                            "forged": done.link.forged,
+                            "results": [r.to_json() for r in done.results],
+                            "suppressed": [
+                                recipient_tag(a, secret=settings.secret) for a in done.suppressed
+                            ],
+                            "unprocessable": done.unprocessable is not None,
+                        }
+                    )
                 )
             )
     return 0

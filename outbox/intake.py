@@ -99,6 +99,7 @@ def enqueue(
                     template=row.template,
                     priority=row.priority,
                     recipient=row.recipient,
+                    tag_secret=settings.secret,
                 )
             )
             span.set_attribute("outbox.created", result.created)

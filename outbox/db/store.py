@@ -606,3 +606,11 @@ def mark_bounce_unprocessable(conn: Conn, bounce_id: int, reason: str) -> None:
     args = {"id": bounce_id, "error": storable_text(f"unprocessable: {reason}"[:2000])}
     with translate_errors():
         conn.execute(queries["mark_bounce_unprocessable"], args)
+
+
+def find_messages_to(conn: Conn, address: str, limit: int = 20) -> list[dict[str, Any]]:
+    """The latest ``limit`` emails to ``address``, newest first."""
+    with translate_errors(), conn.cursor(row_factory=dict_row) as cur:
+        return cur.execute(
+            queries["find_messages_to"], {"address": address, "limit": limit}
+        ).fetchall()

@@ -55,7 +55,7 @@ def process_bounce(conn: store.Conn, bounce_id: int, settings: Settings) -> Proc
     elif link.via == "message_id":
         # Anyone can quote a Message-ID (outbox.feedback.policy): recorded, not acted on.
         log.info("bounce #%d is linked by Message-ID only; recorded, not acted on", bounce_id)
-    with _bounce_span(conn, stored, link, results) as span:
+    with _bounce_span(conn, stored, link, results, settings.secret) as span:
         suppressed = _apply(conn, bounce_id, link, results, settings)
         span.set_attribute("outbox.bounce.suppressed", bool(suppressed))
     store.finish_bounce(
@@ -100,13 +100,18 @@ def _apply(
             source_bounce_id=bounce_id,
         ):
             suppressed.append(effect.address)
-            log.info("suppressed %s: %s", recipient_tag(effect.address), detail)
+            tag = recipient_tag(effect.address, secret=settings.secret)
+            log.info("suppressed %s: %s", tag, detail)
     return suppressed
 
 
 @contextmanager
 def _bounce_span(
-    conn: store.Conn, stored: store.StoredBounce, link: Link, results: list[BounceResult]
+    conn: store.Conn,
+    stored: store.StoredBounce,
+    link: Link,
+    results: list[BounceResult],
+    tag_secret: str,
 ) -> Iterator[Span]:
     """The bounce in its email's trace: a child of the enqueue span for a login
     code, as its attempts are, and linked to it for bulk mail."""
@@ -121,7 +126,7 @@ def _bounce_span(
         links=[TraceLink(linked)] if linked is not None else [],
     ) as span:
         if span.is_recording():
-            span.set_attributes(_bounce_attributes(stored, link, results, row))
+            span.set_attributes(_bounce_attributes(stored, link, results, row, tag_secret))
         yield span
 
 
@@ -130,6 +135,7 @@ def _bounce_attributes(
     link: Link,
     results: list[BounceResult],
     row: store.RowTrace | None,
+    tag_secret: str,
 ) -> dict[str, str | int | bool]:
     attributes: dict[str, str | int | bool] = {
         "outbox.bounce.id": stored.id,
@@ -146,6 +152,7 @@ def _bounce_attributes(
                 template=row.template,
                 priority=row.priority,
                 recipient=link.recipient,
+                tag_secret=tag_secret,
             )
         )
         if row.provider_message_id:

@@ -22,6 +22,9 @@ from outbox.errors import ConfigError, OutboxError
 from outbox.feedback.ingest import process_or_set_aside, process_pending
 
 log = logging.getLogger(__name__)
+# aiosmtpd logs every command at INFO ("sender: …") and every DATA line at
+# DEBUG: addresses and report contents in clear. Its warnings still show.
+logging.getLogger("mail.log").setLevel(logging.WARNING)
 MAX_BOUNCE_BYTES = 10 * 2**20  # a bounce may quote the whole original; past this it is not one
 
 

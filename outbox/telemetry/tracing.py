@@ -52,6 +52,7 @@ def email_attributes(
     template: str,
     priority: str,
     recipient: str,
+    tag_secret: str,
 ) -> Mapping[str, str | int]:
     """What makes one email findable in a trace search; the address only as a tag."""
     attributes: dict[str, str | int] = {
@@ -60,7 +61,7 @@ def email_attributes(
         "email.template": template,
         "outbox.priority": priority,
         "email.recipient.domain": recipient.rpartition("@")[2].lower(),
-        "email.recipient.hash": recipient_tag(recipient).partition("@")[0],
+        "email.recipient.hash": recipient_tag(recipient, secret=tag_secret).partition("@")[0],
     }
     if outbox_id is not None:
         attributes["outbox.id"] = outbox_id

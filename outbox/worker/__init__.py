@@ -9,10 +9,12 @@ exits non-zero instead of reporting "ready for action".
 
 from __future__ import annotations
 
+from outbox import redact
 from outbox.preflight import settings_or_exit
 from outbox.worker.broker import install
 
 settings = settings_or_exit("worker")
+redact.install(settings)  # dramatiq set up the handlers before importing us
 broker = install(settings)
 
 from outbox.worker import actors  # noqa: E402  (after the broker, on purpose)

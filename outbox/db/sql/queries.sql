@@ -583,3 +583,11 @@ SELECT count(*) FROM email_suppression;
 UPDATE email_bounce
 SET processed_at = now(), link = 'none', results = '[]'::jsonb, error = %(error)s
 WHERE id = %(id)s AND processed_at IS NULL;
+
+-- find_messages_to --
+-- The latest rows sent to one address (support's lookup; the recipient index).
+SELECT id, idempotency_key, recipient, template, params, message_id, priority, status,
+       status_reason, attempts, next_attempt_at, locked_by, locked_at, last_error,
+       provider_message_id, created_at, queued_at, sent_at, failed_at, trace_context
+FROM email_outbox WHERE lower(recipient) = lower(%(address)s)
+ORDER BY id DESC LIMIT %(limit)s;
