@@ -89,6 +89,7 @@ class Settings:
     on_uncertain: str = "retry"  # retry | hold
     max_params_bytes: int = 64 * 1024
     previous_secrets: str = ""  # comma-separated earlier OUTBOX_SECRETs, still verified
+    smtp_plaintext_auth: str = "never"  # never | loopback: SMTP credentials without TLS
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
@@ -138,6 +139,7 @@ class Settings:
         if self.pace_wait_bulk < 0 or self.pace_wait_high < 0:
             raise ConfigError("OUTBOX_PACE_WAIT_BULK and OUTBOX_PACE_WAIT_HIGH must be 0 or more")
         self.rate_limits_parsed()  # raises on a malformed rate
+        self._validate_smtp()
         if self.dkim_selector or self.dkim_domain or self.dkim_private_key:
             # A key that cannot sign is a start-up error, not one per message.
             from outbox.message.sign import Signer  # noqa: PLC0415  (sign imports config)
@@ -145,6 +147,26 @@ class Settings:
             Signer.from_settings(self)
         if not self.templates.is_dir():
             raise ConfigError(f"OUTBOX_TEMPLATES: {self.templates} is not a directory")
+
+    def _validate_smtp(self) -> None:
+        if self.smtp_plaintext_auth not in {"never", "loopback"}:
+            raise ConfigError("OUTBOX_SMTP_PLAINTEXT_AUTH must be never or loopback")
+        if "smtp" not in {self.transport, self.failover_transport}:
+            return
+        from outbox.transports.smtp import SmtpConfig, is_loopback  # noqa: PLC0415
+
+        for url in (self.smtp_url, self.failover_smtp_url):
+            if not url:
+                continue
+            config = SmtpConfig.from_url(url)  # a ConfigError that never shows the password
+            never_tls = self.smtp_starttls == "never" and not config.implicit_tls
+            allowed = self.smtp_plaintext_auth == "loopback" and is_loopback(config.host)
+            if config.username and never_tls and not allowed:
+                raise ConfigError(
+                    "SMTP_URL has credentials but OUTBOX_SMTP_STARTTLS=never: they would go "
+                    "out in clear; use STARTTLS, smtps://, or OUTBOX_SMTP_PLAINTEXT_AUTH=loopback "
+                    "for a relay on this host"
+                )
 
     @property
     def previous_secret_list(self) -> tuple[str, ...]:
