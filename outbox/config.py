@@ -90,6 +90,10 @@ class Settings:
     max_params_bytes: int = 64 * 1024
     previous_secrets: str = ""  # comma-separated earlier OUTBOX_SECRETs, still verified
     smtp_plaintext_auth: str = "never"  # never | loopback: SMTP credentials without TLS
+    bounce_max_recipients: int = 10  # recipients the bounce server takes per message
+    bounce_max_messages: int = 100  # messages the bounce server takes per connection
+    bounce_peer_bytes_per_hour: int = 100 * 2**20  # what one peer address may send per hour
+    bounce_metrics_port: int = 0  # the bounce server's own /metrics (refused input); 0: off
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
@@ -119,7 +123,15 @@ class Settings:
             raise ConfigError("OUTBOX_RETRY_JITTER must be full or none")
         if self.on_uncertain not in {"retry", "hold"}:
             raise ConfigError("OUTBOX_ON_UNCERTAIN must be retry or hold")
-        for name in ("max_in_flight", "bulk_batch", "claim_batch", "max_attempts"):
+        for name in (
+            "max_in_flight",
+            "bulk_batch",
+            "claim_batch",
+            "max_attempts",
+            "bounce_max_recipients",
+            "bounce_max_messages",
+            "bounce_peer_bytes_per_hour",
+        ):
             if getattr(self, name) < 1:
                 raise ConfigError(f"OUTBOX_{name.upper()} must be at least 1")
         if self.secret:
