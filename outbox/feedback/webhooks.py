@@ -11,6 +11,7 @@ answers 503 so the provider retries. A retried event is stored once.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import time
 from collections.abc import Callable, Mapping
@@ -55,6 +56,11 @@ class ProviderWebhooks:
             report = providers.parse(provider, body, _header(headers, "svix-id"))
         except providers.WebhookError as exc:
             return HTTPStatus.BAD_REQUEST, f"{exc}\n"
+        except (RecursionError, ValueError, TypeError, KeyError, AttributeError) as exc:
+            # Authenticated, but no report the parser can read (JSON nested 100,000
+            # deep, say): an answer, never a dropped connection.
+            log.warning("a %s webhook call could not be parsed (%s)", provider, type(exc).__name__)
+            return HTTPStatus.BAD_REQUEST, "not a report this endpoint can read\n"
         if not report.results:
             return HTTPStatus.OK, "not a bounce or complaint: ignored\n"
         try:
@@ -65,9 +71,9 @@ class ProviderWebhooks:
 
     def _store_and_process(self, report: providers.ProviderReport, body: bytes) -> Answer:
         with self.pool.connection() as conn:
-            bounce_id = store.store_report(
-                conn, body, source=report.provider, event_id=report.event_id
-            )
+            # An event without its id is known by its bytes: a replay is stored once.
+            event_id = report.event_id or "sha256:" + hashlib.sha256(body).hexdigest()
+            bounce_id = store.store_report(conn, body, source=report.provider, event_id=event_id)
             conn.commit()  # kept before anything acts on it
             if bounce_id is None:
                 return HTTPStatus.OK, "already received\n"
