@@ -94,6 +94,9 @@ class Settings:
     bounce_max_messages: int = 100  # messages the bounce server takes per connection
     bounce_peer_bytes_per_hour: int = 100 * 2**20  # what one peer address may send per hour
     bounce_metrics_port: int = 0  # the bounce server's own /metrics (refused input); 0: off
+    web_concurrency: int = 200  # connections and requests `outbox web` serves at once
+    web_backlog: int = 2048  # its listen queue
+    web_timeout: float = 10.0  # seconds a client has to send a whole request
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
@@ -131,6 +134,8 @@ class Settings:
             "bounce_max_recipients",
             "bounce_max_messages",
             "bounce_peer_bytes_per_hour",
+            "web_concurrency",
+            "web_backlog",
         ):
             if getattr(self, name) < 1:
                 raise ConfigError(f"OUTBOX_{name.upper()} must be at least 1")
@@ -151,6 +156,8 @@ class Settings:
         if self.pace_wait_bulk < 0 or self.pace_wait_high < 0:
             raise ConfigError("OUTBOX_PACE_WAIT_BULK and OUTBOX_PACE_WAIT_HIGH must be 0 or more")
         self.rate_limits_parsed()  # raises on a malformed rate
+        if self.web_timeout <= 0:
+            raise ConfigError("OUTBOX_WEB_TIMEOUT must be above 0")
         self._validate_smtp()
         if self.dkim_selector or self.dkim_domain or self.dkim_private_key:
             # A key that cannot sign is a start-up error, not one per message.
