@@ -614,17 +614,3 @@ def find_messages_to(conn: Conn, address: str, limit: int = 20) -> list[dict[str
         return cur.execute(
             queries["find_messages_to"], {"address": address, "limit": limit}
         ).fetchall()
-
-
-def store_received_bounce(conn: Conn, raw: bytes, envelope_to: str, recipients: list[str]) -> int:
-    """Keep one received message once, with every recipient it was accepted for."""
-    args = {
-        "raw": raw,
-        "envelope_to": storable_text(envelope_to),
-        "recipients": [storable_text(r) for r in recipients],
-    }
-    with translate_errors():
-        row = conn.execute(queries["store_received_bounce"], args).fetchone()
-    if row is None:
-        raise StoreError("the bounce was not stored")
-    return int(row[0])

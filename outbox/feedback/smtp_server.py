@@ -85,7 +85,7 @@ class _Handler:
         loop = asyncio.get_running_loop()
         try:
             # One copy, however many recipients: it is processed for the one
-            # that carries a VERP token (the others are kept with it).
+            # that carries a VERP token.
             bounce_id = await loop.run_in_executor(
                 None, self.server.store, raw, list(envelope.rcpt_tos)
             )
@@ -119,9 +119,13 @@ class BounceServer:
         self.metrics: WSGIServer | None = None
 
     def store(self, raw: bytes, recipients: list[str]) -> int:
+        """One copy for the recipient that carries a VERP token (else the first):
+        a real bounce has one recipient, a message to many is not worth many rows."""
         verp = [r for r in recipients if token_from_address(r)]
+        if len(recipients) > 1:
+            log.info("a message to %d bounce addresses is stored once", len(recipients))
         with self.pool.connection() as conn:  # committed on leaving
-            return store.store_received_bounce(conn, raw, (verp or recipients)[0], recipients)
+            return store.store_bounce(conn, raw, (verp or recipients)[0])
 
     def process(self, bounce_id: int) -> None:
         try:

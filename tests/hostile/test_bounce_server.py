@@ -73,14 +73,9 @@ def test_regression_one_message_to_many_bounce_addresses_is_stored_once(
     assert codes.count(250) == bsettings.bounce_max_recipients
     assert set(codes[bsettings.bounce_max_recipients :]) == {452}
     assert refused("recipients") - before == len(recipients) - bsettings.bounce_max_recipients
-    [(count, total, kept)] = query(
-        bsettings,
-        "SELECT count(*), sum(length(raw)), max(cardinality(envelope_recipients))"
-        " FROM email_bounce",
-    )
+    [(count, total)] = query(bsettings, "SELECT count(*), sum(length(raw)) FROM email_bounce")
     assert count == 1
     assert total < 2 * len(body)
-    assert kept == bsettings.bounce_max_recipients
     # Processed once, for the recipient that carries the VERP token.
     wait_until(
         lambda: (

@@ -591,10 +591,3 @@ SELECT id, idempotency_key, recipient, template, params, message_id, priority, s
        provider_message_id, created_at, queued_at, sent_at, failed_at, trace_context
 FROM email_outbox WHERE lower(recipient) = lower(%(address)s)
 ORDER BY id DESC LIMIT %(limit)s;
-
--- store_received_bounce --
--- One message as the bounce server received it: one copy, however many
--- recipients it was sent to.
-INSERT INTO email_bounce (envelope_to, envelope_recipients, raw)
-VALUES (%(envelope_to)s, %(recipients)s, %(raw)s)
-RETURNING id;
