@@ -21,6 +21,7 @@ from outbox.telemetry.tracing import current_traceparent, email_attributes, trac
 from outbox.validate import (
     check_key,
     check_params_for,
+    check_params_shape,
     check_priority,
     content_hash,
     dump_params,
@@ -209,6 +210,7 @@ def _validated(
     )
     params_json = dump_params(params, max_bytes=settings.max_params_bytes)
     check_params_for(template, params or {})  # type: ignore[arg-type]  # a dict, checked above
+    check_params_shape(template, params or {})  # type: ignore[arg-type]  # a dict, checked above
     attachments.references(
         params or {},  # type: ignore[arg-type]  # a dict, checked above
         directory=settings.attachments_dir,
