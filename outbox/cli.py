@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import io
 import json
 import logging
 import os
@@ -98,11 +99,17 @@ def _parser() -> argparse.ArgumentParser:
         "--scope", choices=["all", "bulk"], default="all", help="bulk: only newsletters (add)"
     )
     suppress.add_argument("--reason", default="manual", help="recorded with the entry (add)")
+    suppress.add_argument(
+        "--reveal", action="store_true", help="list: addresses in clear (support only)"
+    )
     bounces = command("bounces", cmd_bounces, "receive, ingest and classify bounces")
     bounces.add_argument("action", choices=["serve", "ingest", "classify", "reprocess"])
     bounces.add_argument("files", nargs="*", metavar="FILE", help="a message file, or - for stdin")
     bounces.add_argument(
         "--to", metavar="ADDRESS", help="ingest: the envelope recipient (an MTA's ${recipient})"
+    )
+    bounces.add_argument(
+        "--reveal", action="store_true", help="classify: recipients in clear (support only)"
     )
     demo = command("demo", cmd_demo, "send a login code and a newsletter through the pipeline")
     demo.add_argument("--newsletter", type=int, default=1000, help="newsletter recipients")
@@ -334,9 +341,14 @@ def cmd_suppress(settings: Settings, args: argparse.Namespace) -> int:
             print(f"suppressed ({found.scope}): {found.reason} since {since}")
         else:
             for entry in store.list_suppressions(conn):
+                shown = (
+                    entry.address
+                    if args.reveal
+                    else recipient_tag(entry.address, secret=settings.secret)
+                )
                 print(
                     f"{entry.created_at:%Y-%m-%d %H:%M}  {entry.scope:<4}  {entry.reason:<12}  "
-                    f"{entry.address}"
+                    f"{shown}"
                 )
     return 0
 
@@ -345,7 +357,13 @@ def cmd_bounces(settings: Settings, args: argparse.Namespace) -> int:
     if args.action == "classify":
         from outbox.bounces.command import classify_command  # noqa: PLC0415
 
-        return classify_command(args.files or ["-"], sys.stdout)
+        if args.reveal:
+            return classify_command(args.files or ["-"], sys.stdout)
+        # Each line names a bounced recipient: tagged, like every other output.
+        found = io.StringIO()
+        status = classify_command(args.files or ["-"], found)
+        sys.stdout.write(redact.Redactor.from_settings(settings).text(found.getvalue()))
+        return status
     from outbox.telemetry.setup import setup_tracing  # noqa: PLC0415
 
     setup_tracing("outbox-bounces")  # each bounce joins its email's trace

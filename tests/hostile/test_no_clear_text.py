@@ -265,3 +265,21 @@ def test_our_own_addresses_stay_readable() -> None:
     assert "<0123abcd@outbox.localhost>" in cleaned
     assert "bounces+1-ab@bounces.shop.example" in cleaned
     assert "bob@example.org" not in cleaned
+
+
+def test_regression_bounces_ingest_and_classify_print_no_address(
+    settings: Settings, tmp_path: Path
+) -> None:
+    """Finding 4: `outbox bounces ingest` printed the bounced recipients."""
+    from tests.integration.test_bounces import dsn  # noqa: PLC0415
+
+    report = dsn("bounced.person@example.net", "<x@elsewhere.example>")
+    path = tmp_path / "bounce.eml"
+    path.write_bytes(report)
+    for command in (["bounces", "ingest", str(path)], ["bounces", "classify", str(path)]):
+        result = outbox(settings, *command)
+        assert result.returncode == 0, result.stderr
+        assert "5.1.1" in result.stdout
+        assert "bounced.person" not in result.stdout
+    revealed = outbox(settings, "bounces", "classify", str(path), "--reveal")
+    assert "bounced.person@example.net" in revealed.stdout
