@@ -17,7 +17,13 @@ from outbox.message import attachments
 from outbox.message import versions as template_versions
 from outbox.message.message_id import message_id as derive_message_id
 from outbox.message.render import Template, template_set
-from outbox.telemetry.tracing import current_traceparent, email_attributes, tracer
+from outbox.telemetry.tracing import (
+    QUIET,
+    current_traceparent,
+    email_attributes,
+    failures_by_type,
+    tracer,
+)
 from outbox.validate import (
     check_key,
     check_params_for,
@@ -79,7 +85,10 @@ def enqueue(
     and writes nothing.
     """
     settings = settings or default_settings()
-    with tracer.start_as_current_span("outbox enqueue") as span:
+    with (
+        tracer.start_as_current_span("outbox enqueue", **QUIET) as span,
+        failures_by_type(span),
+    ):
         row = _validated(
             conn,
             settings,
@@ -131,7 +140,10 @@ def enqueue_many(
     first = next(rows, None)
     if first is None:
         return []
-    with tracer.start_as_current_span("outbox enqueue_many") as span:
+    with (
+        tracer.start_as_current_span("outbox enqueue_many", **QUIET) as span,
+        failures_by_type(span),
+    ):
         # Every row links to this one span: a newsletter is not one giant trace.
         trace_context = current_traceparent()
         results = store.insert_many(

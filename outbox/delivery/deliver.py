@@ -34,7 +34,14 @@ from outbox.models import Outcome, Priority, Reply, Status, Verdict
 from outbox.pacing.pacer import Pacer
 from outbox.pacing.rules import GLOBAL, throttled_scope
 from outbox.redact import Redactor, recipient_tag
-from outbox.telemetry.tracing import context_from, email_attributes, span_context_from, tracer
+from outbox.telemetry.tracing import (
+    QUIET,
+    context_from,
+    email_attributes,
+    failures_by_type,
+    span_context_from,
+    tracer,
+)
 from outbox.transports.base import OutgoingMessage, Transport, TransportBusy
 from outbox.validate import ascii_address
 
@@ -191,12 +198,16 @@ class Delivery:
         transactional = row.priority == Priority.HIGH and stored is not None
         parent = stored if transactional else None
         linked = consumer if transactional else span_context_from(row.trace_context)
-        with tracer.start_as_current_span(
-            "outbox deliver",
-            context=parent,
-            kind=SpanKind.CLIENT,
-            links=[Link(linked)] if linked is not None and linked.is_valid else [],
-        ) as span:
+        with (
+            tracer.start_as_current_span(
+                "outbox deliver",
+                context=parent,
+                kind=SpanKind.CLIENT,
+                links=[Link(linked)] if linked is not None and linked.is_valid else [],
+                **QUIET,
+            ) as span,
+            failures_by_type(span),
+        ):
             record = self._attempt_in_span(row)
             if isinstance(record, store.Deferral):
                 span.add_event("paced", {"reason": record.reason, "delay": record.delay_seconds})

@@ -24,7 +24,14 @@ from outbox.feedback.policy import Link, effects, soft_streak_reached
 from outbox.message.return_path import outbox_id_from_token, token_from_address
 from outbox.models import Priority
 from outbox.redact import recipient_tag
-from outbox.telemetry.tracing import context_from, email_attributes, span_context_from, tracer
+from outbox.telemetry.tracing import (
+    QUIET,
+    context_from,
+    email_attributes,
+    failures_by_type,
+    span_context_from,
+    tracer,
+)
 
 log = logging.getLogger(__name__)
 
@@ -124,10 +131,12 @@ def _bounce_span(
         context=parent if transactional else None,
         kind=SpanKind.CONSUMER,
         links=[TraceLink(linked)] if linked is not None else [],
+        **QUIET,
     ) as span:
         if span.is_recording():
             span.set_attributes(_bounce_attributes(stored, link, results, row, tag_secret))
-        yield span
+        with failures_by_type(span):
+            yield span
 
 
 def _bounce_attributes(

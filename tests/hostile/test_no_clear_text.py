@@ -283,3 +283,28 @@ def test_regression_bounces_ingest_and_classify_print_no_address(
         assert "bounced.person" not in result.stdout
     revealed = outbox(settings, "bounces", "classify", str(path), "--reveal")
     assert "bounced.person@example.net" in revealed.stdout
+
+
+def test_regression_spans_record_failures_by_type_only(
+    settings: Settings, spans: InMemorySpanExporter
+) -> None:
+    """An exception's message can quote a row, and with it an address."""
+    import psycopg  # noqa: PLC0415
+
+    import outbox as api  # noqa: PLC0415
+    from outbox.errors import InvalidAddress  # noqa: PLC0415
+    from tests.integration.helpers import LOGIN  # noqa: PLC0415
+
+    spans.clear()
+    with psycopg.connect(settings.database_url) as conn, pytest.raises(InvalidAddress):
+        api.enqueue(
+            conn,
+            idempotency_key="k",
+            to="bob.private@@example.org",
+            template="login_code",
+            params=LOGIN,
+            settings=settings,
+        )
+    [span] = [s for s in spans.get_finished_spans() if s.name == "outbox enqueue"]
+    assert span.status.description == "InvalidAddress"
+    assert [dict(e.attributes or {}) for e in span.events] == [{"exception.type": "InvalidAddress"}]
