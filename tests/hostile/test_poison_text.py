@@ -94,3 +94,33 @@ def test_enqueue_refuses_or_stores_any_text(
         return
     conn.commit()
     assert query(settings, "SELECT count(*) FROM email_outbox")[0][0] >= before
+
+
+@hypothesis_settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    diagnostic=st.text(max_size=80),
+    recipient=st.text(max_size=40) | st.just("victim@example.net"),
+    noise=st.binary(max_size=200),
+    envelope_to=st.none() | st.text(max_size=60),
+)
+def test_any_bounce_is_processed_or_set_aside_and_suppresses_nobody(
+    settings: Settings, diagnostic: str, recipient: str, noise: bytes, envelope_to: str | None
+) -> None:
+    """Hostile reports through the bounce path: none raises, none is left
+    unprocessed, none suppresses without a VERP token."""
+    from outbox.feedback.ingest import ingest, process_pending  # noqa: PLC0415
+    from tests.integration.test_bounces import dsn  # noqa: PLC0415
+
+    raw = dsn(
+        recipient.replace("\r", "").replace("\n", ""),
+        "<x@elsewhere.example>",
+        diagnostic=diagnostic.replace("{", "").replace("}", ""),
+    )
+    raw = raw.replace(b"Reporting-MTA", noise + b"\r\nReporting-MTA", 1)
+    with psycopg.connect(settings.database_url) as conn:
+        done = ingest(conn, raw, settings, envelope_to)
+        assert done.suppressed == []
+        assert process_pending(conn, settings) == 0
+    assert query(settings, "SELECT count(*) FROM email_suppression")[0][0] == 0
