@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import io
 import json
 import logging
 import os
@@ -14,6 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from outbox import redact
 from outbox.config import Settings, default_settings
 from outbox.errors import OutboxError
 from outbox.redact import recipient_tag
@@ -30,7 +32,13 @@ log = logging.getLogger("outbox")
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = _parser()
-    args = parser.parse_args(argv)
+    args, extra = parser.parse_known_args(argv)
+    # argparse fills a "*" positional before it reads the options after it, so
+    # `bounces ingest --to RCPT -` would leave "-" over: it is one of the files.
+    if extra and hasattr(args, "files") and not any(e.startswith("--") for e in extra):
+        args.files = [*args.files, *extra]
+    elif extra:
+        parser.error(f"unrecognized arguments: {' '.join(extra)}")
     logging.basicConfig(
         level=os.environ.get("OUTBOX_LOG_LEVEL", "INFO").upper(),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
@@ -45,13 +53,24 @@ def main(argv: Sequence[str] | None = None) -> int:
         settings_or_exit(process)
     try:
         settings = default_settings()
+    except OutboxError as exc:
+        print(f"outbox: {exc}", file=sys.stderr)  # ConfigError never shows a secret value
+        return 2
+    redact.install(settings)  # no secret, no address in clear in any log line
+    if args.handler is not cmd_config:  # `outbox config check` lists them instead
+        from outbox.preflight import common_problems  # noqa: PLC0415
+
+        for line in common_problems(settings):
+            print(f"outbox: {line}", file=sys.stderr)  # names the variable, never its value
+            return 2
+    try:
         return int(args.handler(settings, args) or 0)
     except OutboxError as exc:
-        print(f"outbox: {exc}", file=sys.stderr)
+        print(f"outbox: {redact.Redactor.from_settings(settings).text(str(exc))}", file=sys.stderr)
         return 2
 
 
-def _parser() -> argparse.ArgumentParser:
+def _parser() -> argparse.ArgumentParser:  # noqa: PLR0915 (one statement per command)
     parser = argparse.ArgumentParser(prog="outbox", description=__doc__)
     commands = parser.add_subparsers(required=True, metavar="COMMAND")
 
@@ -83,8 +102,17 @@ def _parser() -> argparse.ArgumentParser:
     status = command("status", cmd_status, "rows per status and priority, oldest unsent age")
     status.add_argument("--json", action="store_true", help="machine-readable output")
     show = command("show", cmd_show, "one email with its attempts and status changes")
-    show.add_argument("ref", metavar="KEY|MESSAGE-ID")
+    which_email = show.add_mutually_exclusive_group(required=True)
+    which_email.add_argument("ref", nargs="?", metavar="KEY|MESSAGE-ID")
+    which_email.add_argument(
+        "--to", metavar="ADDRESS", help="the latest emails to ADDRESS (- reads it from stdin)"
+    )
     show.add_argument("--json", action="store_true")
+    show.add_argument(
+        "--reveal",
+        action="store_true",
+        help="show addresses in reply texts and the recipient in clear (support only)",
+    )
     requeue = command("requeue", cmd_requeue, "send failed, dead or held emails again")
     which = requeue.add_mutually_exclusive_group(required=True)
     which.add_argument("ref", nargs="?", metavar="KEY|MESSAGE-ID")
@@ -97,11 +125,17 @@ def _parser() -> argparse.ArgumentParser:
         "--scope", choices=["all", "bulk"], default="all", help="bulk: only newsletters (add)"
     )
     suppress.add_argument("--reason", default="manual", help="recorded with the entry (add)")
+    suppress.add_argument(
+        "--reveal", action="store_true", help="list: addresses in clear (support only)"
+    )
     bounces = command("bounces", cmd_bounces, "receive, ingest and classify bounces")
     bounces.add_argument("action", choices=["serve", "ingest", "classify", "reprocess"])
     bounces.add_argument("files", nargs="*", metavar="FILE", help="a message file, or - for stdin")
     bounces.add_argument(
         "--to", metavar="ADDRESS", help="ingest: the envelope recipient (an MTA's ${recipient})"
+    )
+    bounces.add_argument(
+        "--reveal", action="store_true", help="classify: recipients in clear (support only)"
     )
     demo = command("demo", cmd_demo, "send a login code and a newsletter through the pipeline")
     demo.add_argument("--newsletter", type=int, default=1000, help="newsletter recipients")
@@ -327,49 +361,86 @@ def _print_health(health: Any) -> None:
 def cmd_show(settings: Settings, args: argparse.Namespace) -> int:
     from outbox.db import store  # noqa: PLC0415
 
+    redactor = redact.Redactor.from_settings(settings)
     with _connect(settings) as conn:
-        row = store.find_message(conn, args.ref)
-        if row is None:
-            print(f"no email with key or Message-ID {args.ref!r}", file=sys.stderr)
-            return 1
-        attempts = store.list_attempts(conn, row["id"])
-        events = store.list_events(conn, row["id"])
-        bounces = store.list_bounces(conn, row["id"])
-    row["recipient"] = recipient_tag(row["recipient"])
-    # Search Jaeger by this id, or by the tag email.message_id / outbox.idempotency_key.
-    row["trace_id"] = trace_id_of(row.pop("trace_context", None))
-    row.pop("params")  # may hold personal data; `outbox show` is for operators' logs too
-    if args.json:
-        shown = {"email": row, "attempts": attempts, "events": events, "bounces": bounces}
-        print(json.dumps(shown, default=str))
-        return 0
-    for name, value in row.items():
-        print(f"{name:>20}: {value}")
-    print("attempts:")
+        if args.to is not None:
+            # Read from stdin with "-", so the address is not even in the shell history.
+            address = sys.stdin.readline().strip() if args.to == "-" else args.to.strip()
+            rows = store.find_messages_to(conn, address)
+            if not rows:
+                tag = recipient_tag(address, secret=settings.secret)
+                print(f"no email to {tag}", file=sys.stderr)
+                return 1
+        else:
+            row = store.find_message(conn, args.ref)
+            if row is None:
+                print(f"no email with key or Message-ID {args.ref!r}", file=sys.stderr)
+                return 1
+            rows = [row]
+        shown = [_email_details(conn, row) for row in rows]
+    for index, (row, attempts, events, bounces) in enumerate(shown):
+        if not args.reveal:
+            row["recipient"] = recipient_tag(row["recipient"], secret=settings.secret)
+        # Search Jaeger by this id, or by the tag email.message_id / outbox.idempotency_key.
+        row["trace_id"] = trace_id_of(row.pop("trace_context", None))
+        row.pop("params")  # may hold personal data; `outbox show` is for operators' logs too
+        if args.json:
+            text = json.dumps(
+                {"email": row, "attempts": attempts, "events": events, "bounces": bounces},
+                default=str,
+            )
+        else:
+            text = _show_text(row, attempts, events, bounces)
+            text = text if index == 0 else "\n" + text
+        # Reply texts and reasons quote addresses: tagged unless --reveal; secrets never.
+        print(redactor.secrets_only(text) if args.reveal else redactor.text(text))
+    return 0
+
+
+def _email_details(conn: store.Conn, row: dict[str, Any]) -> tuple[Any, ...]:
+    from outbox.db import store  # noqa: PLC0415
+
+    outbox_id = row["id"]
+    return (
+        row,
+        store.list_attempts(conn, outbox_id),
+        store.list_events(conn, outbox_id),
+        store.list_bounces(conn, outbox_id),
+    )
+
+
+def _show_text(
+    row: dict[str, Any],
+    attempts: list[dict[str, Any]],
+    events: list[dict[str, Any]],
+    bounces: list[dict[str, Any]],
+) -> str:
+    lines = [f"{name:>20}: {value}" for name, value in row.items()]
+    lines.append("attempts:")
     for a in attempts:
-        print(
+        lines.append(
             f"  #{a['attempt']} {a['attempted_at']:%Y-%m-%d %H:%M:%S} {a['verdict']:<9} "
             f"via {a['transport'] or '?'} {a['reply_code'] or '-'} "
             f"{a['enhanced_status'] or ''} {a['reply_text'] or ''}"
         )
-    print("status changes:")
-    print(f"  {row['created_at']:%Y-%m-%d %H:%M:%S} -> pending (enqueued)")
+    lines.append("status changes:")
+    lines.append(f"  {row['created_at']:%Y-%m-%d %H:%M:%S} -> pending (enqueued)")
     for e in events:
-        print(
+        lines.append(
             f"  {e['at']:%Y-%m-%d %H:%M:%S} {e['from_status']} -> {e['to_status']} ({e['reason']})"
         )
     if bounces:
-        print("bounce reports:")
+        lines.append("bounce reports:")
     for b in bounces:
         verdicts = ", ".join(
             " ".join(filter(None, (r.get("class"), r.get("status"), r.get("reason"))))
             for r in b["results"]
         )
-        print(
+        lines.append(
             f"  #{b['id']} {b['received_at']:%Y-%m-%d %H:%M:%S} {b['source']} "
             f"linked by {b['link']}: {verdicts or 'no verdict'}"
         )
-    return 0
+    return "\n".join(lines)
 
 
 def cmd_requeue(settings: Settings, args: argparse.Namespace) -> int:
@@ -416,9 +487,14 @@ def cmd_suppress(settings: Settings, args: argparse.Namespace) -> int:
             print(f"suppressed ({found.scope}): {found.reason} since {since}")
         else:
             for entry in store.list_suppressions(conn):
+                shown = (
+                    entry.address
+                    if args.reveal
+                    else recipient_tag(entry.address, secret=settings.secret)
+                )
                 print(
                     f"{entry.created_at:%Y-%m-%d %H:%M}  {entry.scope:<4}  {entry.reason:<12}  "
-                    f"{entry.address}"
+                    f"{shown}"
                 )
     return 0
 
@@ -427,7 +503,13 @@ def cmd_bounces(settings: Settings, args: argparse.Namespace) -> int:
     if args.action == "classify":
         from outbox.bounces.command import classify_command  # noqa: PLC0415
 
-        return classify_command(args.files or ["-"], sys.stdout)
+        if args.reveal:
+            return classify_command(args.files or ["-"], sys.stdout)
+        # Each line names a bounced recipient: tagged, like every other output.
+        found = io.StringIO()
+        status = classify_command(args.files or ["-"], found)
+        sys.stdout.write(redact.Redactor.from_settings(settings).text(found.getvalue()))
+        return status
     from outbox.telemetry.setup import setup_tracing  # noqa: PLC0415
 
     setup_tracing("outbox-bounces")  # each bounce joins its email's trace
@@ -445,16 +527,23 @@ def cmd_bounces(settings: Settings, args: argparse.Namespace) -> int:
         for path in args.files or ["-"]:
             raw = sys.stdin.buffer.read() if path == "-" else Path(path).read_bytes()
             done = feedback.ingest(conn, raw, settings, envelope_to=args.to)
+            # The results name the bounced recipients: tagged, like every other output.
+            redactor = redact.Redactor.from_settings(settings)
             print(
-                json.dumps(
-                    {
-                        "bounce_id": done.bounce_id,
-                        "link": done.link.via,
-                        "outbox_id": done.link.outbox_id,
-                        "forged": done.link.forged,
-                        "results": [r.to_json() for r in done.results],
-                        "suppressed": [recipient_tag(a) for a in done.suppressed],
-                    }
+                redactor.text(
+                    json.dumps(
+                        {
+                            "bounce_id": done.bounce_id,
+                            "link": done.link.via,
+                            "outbox_id": done.link.outbox_id,
+                            "forged": done.link.forged,
+                            "results": [r.to_json() for r in done.results],
+                            "suppressed": [
+                                recipient_tag(a, secret=settings.secret) for a in done.suppressed
+                            ],
+                            "unprocessable": done.unprocessable is not None,
+                        }
+                    )
                 )
             )
     return 0

@@ -14,6 +14,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+from outbox import keys
 from outbox.errors import ConfigError
 from outbox.pacing.rules import RateLimits
 
@@ -95,6 +96,15 @@ class Settings:
     outage_threshold: int = 3  # consecutive failures of our own sending path that mark it down
     outage_probe_seconds: float = 5.0  # while the sending path is down, one probe send this often
     result_flush_ms: float = 5.0  # results of different threads wait this long to share one write
+    previous_secrets: str = ""  # comma-separated earlier OUTBOX_SECRETs, still verified
+    smtp_plaintext_auth: str = "never"  # never | loopback: SMTP credentials without TLS
+    bounce_max_recipients: int = 10  # recipients the bounce server takes per message
+    bounce_max_messages: int = 100  # messages the bounce server takes per connection
+    bounce_peer_bytes_per_hour: int = 100 * 2**20  # what one peer address may send per hour
+    bounce_metrics_port: int = 0  # the bounce server's own /metrics (refused input); 0: off
+    web_concurrency: int = 200  # connections and requests `outbox web` serves at once
+    web_backlog: int = 2048  # its listen queue
+    web_timeout: float = 10.0  # seconds a client has to send a whole request
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
@@ -124,9 +134,25 @@ class Settings:
             raise ConfigError("OUTBOX_RETRY_JITTER must be full or none")
         if self.on_uncertain not in {"retry", "hold"}:
             raise ConfigError("OUTBOX_ON_UNCERTAIN must be retry or hold")
-        for name in ("max_in_flight", "bulk_batch", "claim_batch", "max_attempts"):
+        for name in (
+            "max_in_flight",
+            "bulk_batch",
+            "claim_batch",
+            "max_attempts",
+            "bounce_max_recipients",
+            "bounce_max_messages",
+            "bounce_peer_bytes_per_hour",
+            "web_concurrency",
+            "web_backlog",
+        ):
             if getattr(self, name) < 1:
                 raise ConfigError(f"OUTBOX_{name.upper()} must be at least 1")
+        if self.secret:
+            keys.check("OUTBOX_SECRET", self.secret)
+        for previous in self.previous_secret_list:
+            keys.check("OUTBOX_PREVIOUS_SECRETS (one of them)", previous)
+        if self.previous_secrets and not self.secret:
+            raise ConfigError("OUTBOX_PREVIOUS_SECRETS needs OUTBOX_SECRET, which signs")
         if self.bounce_domain and not self.secret:
             raise ConfigError("OUTBOX_BOUNCE_DOMAIN needs OUTBOX_SECRET to sign return paths")
         if self.prepared_statements not in {"on", "off"}:
@@ -141,6 +167,10 @@ class Settings:
             raise ConfigError("OUTBOX_PACE_WAIT_BULK and OUTBOX_PACE_WAIT_HIGH must be 0 or more")
         self._validate_timeouts()
         self.rate_limits_parsed()  # raises on a malformed rate
+        if self.web_timeout <= 0:
+            raise ConfigError("OUTBOX_WEB_TIMEOUT must be above 0")
+        if self.smtp_plaintext_auth not in {"never", "loopback"}:
+            raise ConfigError("OUTBOX_SMTP_PLAINTEXT_AUTH must be never or loopback")
         _check_sender(self.sender)
         if not self.templates.is_dir():
             raise ConfigError(f"OUTBOX_TEMPLATES: {self.templates} is not a directory")
@@ -203,6 +233,11 @@ class Settings:
         bound = max(smtp if name == "smtp" else http for name in names)
         # With a failover, one send may try both the primary and the failover.
         return (2 * bound if self.failover_transport else bound) + self.pool_timeout
+
+    @property
+    def previous_secret_list(self) -> tuple[str, ...]:
+        """Secrets that still verify tokens signed before a rotation (never sign)."""
+        return keys.previous(self.previous_secrets)
 
     def rate_limits_parsed(self) -> RateLimits:
         return RateLimits.parse(self.rate_limits, self.send_rate, self.domain_groups)

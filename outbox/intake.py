@@ -17,10 +17,17 @@ from outbox.message import attachments
 from outbox.message import versions as template_versions
 from outbox.message.message_id import message_id as derive_message_id
 from outbox.message.render import Template, template_set
-from outbox.telemetry.tracing import current_traceparent, email_attributes, tracer
+from outbox.telemetry.tracing import (
+    QUIET,
+    current_traceparent,
+    email_attributes,
+    failures_by_type,
+    tracer,
+)
 from outbox.validate import (
     check_key,
     check_params_for,
+    check_params_shape,
     check_priority,
     content_hash,
     dump_params,
@@ -79,7 +86,10 @@ def enqueue(
     and writes nothing.
     """
     settings = settings or default_settings()
-    with tracer.start_as_current_span("outbox enqueue") as span:
+    with (
+        tracer.start_as_current_span("outbox enqueue", **QUIET) as span,
+        failures_by_type(span),
+    ):
         row = _validated(
             conn,
             settings,
@@ -100,6 +110,7 @@ def enqueue(
                     template=row.template,
                     priority=row.priority,
                     recipient=row.recipient,
+                    tag_secret=settings.secret,
                 )
             )
             span.set_attribute("outbox.created", result.created)
@@ -130,7 +141,10 @@ def enqueue_many(
     first = next(rows, None)
     if first is None:
         return []
-    with tracer.start_as_current_span("outbox enqueue_many") as span:
+    with (
+        tracer.start_as_current_span("outbox enqueue_many", **QUIET) as span,
+        failures_by_type(span),
+    ):
         # Every row links to this one span: a newsletter is not one giant trace.
         trace_context = current_traceparent()
         results = store.insert_many(
@@ -210,6 +224,7 @@ def _validated(
     )
     params_json = dump_params(params, max_bytes=settings.max_params_bytes)
     check_params_for(template, params or {})  # type: ignore[arg-type]  # a dict, checked above
+    check_params_shape(template, params or {})  # type: ignore[arg-type]  # a dict, checked above
     attachments.references(
         params or {},  # type: ignore[arg-type]  # a dict, checked above
         directory=settings.attachments_dir,
@@ -221,7 +236,7 @@ def _validated(
         template=template_name,
         params=params_json,
         content_hash=content_hash(recipient, template_name, params_json, checked_priority),
-        message_id=derive_message_id(checked_key, settings.message_id_domain),
+        message_id=derive_message_id(checked_key, settings.message_id_domain, settings.secret),
         priority=checked_priority.value,
         template_version=template.version,
         sender=settings.sender,

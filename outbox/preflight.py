@@ -43,7 +43,16 @@ READERS: dict[str, frozenset[str]] = {
     "max_attachment_bytes": frozenset({"app", "worker"}),
     "max_params_bytes": frozenset({"app"}),
     "bounce_domain": frozenset({"worker", "bounces"}),
-    "secret": frozenset({"worker", "web", "bounces"}),
+    "secret": frozenset({"app", "worker", "web", "bounces"}),  # app: keyed Message-IDs
+    "previous_secrets": frozenset({"worker", "web", "bounces"}),
+    "smtp_plaintext_auth": frozenset({"worker"}),
+    "bounce_max_recipients": frozenset({"bounces"}),
+    "bounce_max_messages": frozenset({"bounces"}),
+    "bounce_peer_bytes_per_hour": frozenset({"bounces"}),
+    "bounce_metrics_port": frozenset({"bounces"}),
+    "web_concurrency": frozenset({"web"}),
+    "web_backlog": frozenset({"web"}),
+    "web_timeout": frozenset({"web"}),
     "soft_bounce_limit": frozenset({"web", "bounces"}),
     "bounce_host": frozenset({"bounces"}),
     "bounce_port": frozenset({"bounces"}),
@@ -76,6 +85,7 @@ _WORKER_PREFIXES = (
 SECRETS = frozenset(
     {
         "secret",
+        "previous_secrets",
         "postmark_server_token",
         "resend_api_key",
         "dkim_private_key",
@@ -224,6 +234,42 @@ def _message(settings: Settings) -> None:
         list_unsubscribe.check_base_url(settings.unsubscribe_url, settings.secret)
 
 
+def _dkim_key(settings: Settings) -> None:
+    """A key that cannot sign is a start-up error, not one per message."""
+    if settings.dkim_selector or settings.dkim_domain or settings.dkim_private_key:
+        from outbox.message.sign import Signer  # noqa: PLC0415
+
+        Signer.from_settings(settings)
+
+
+def _smtp_credentials(settings: Settings) -> None:
+    """Credentials never go out in clear, unless to a relay on this host by choice."""
+    if "smtp" not in {settings.transport, settings.failover_transport}:
+        return
+    from outbox.transports.smtp import SmtpConfig, is_loopback  # noqa: PLC0415
+
+    for url in (settings.smtp_url, settings.failover_smtp_url):
+        if not url:
+            continue
+        try:
+            config = SmtpConfig.from_url(url)
+        except (ConfigError, ValueError):
+            continue  # a malformed URL is the sending processes' own check (_transport)
+        never_tls = settings.smtp_starttls == "never" and not config.implicit_tls
+        allowed = settings.smtp_plaintext_auth == "loopback" and is_loopback(config.host)
+        if config.username and never_tls and not allowed:
+            raise ConfigError(
+                "SMTP_URL has credentials but OUTBOX_SMTP_STARTTLS=never: they would go "
+                "out in clear; use STARTTLS, smtps://, or OUTBOX_SMTP_PLAINTEXT_AUTH=loopback "
+                "for a relay on this host"
+            )
+
+
+# Settings every command and process checks, whatever else it needs: a key or a
+# credential that would fail (or leak) later is refused at start.
+COMMON: tuple[Callable[[Settings], None], ...] = (_dkim_key, _smtp_credentials)
+
+
 def _attachments_dir(settings: Settings) -> None:
     where = settings.attachments_dir
     if where and not (os.path.isdir(where) and os.access(where, os.R_OK | os.X_OK)):
@@ -244,10 +290,29 @@ def _webhooks(settings: Settings) -> None:
 
 
 _CHECKS: dict[str, tuple[Callable[[Settings], None], ...]] = {
-    "app": (_database_url, _attachments_dir),
-    "relay": (_database_url, _redis_url, _broker_url),
-    "worker": (_database_url, _redis_url, _broker_url, _transport, _message, _attachments_dir),
-    "web": (_database_url, _webhooks),
-    "bounces": (_database_url, _bounce_server),
-    "metrics": (_database_url, _redis_url),
+    "app": (*COMMON, _database_url, _attachments_dir),
+    "relay": (*COMMON, _database_url, _redis_url, _broker_url),
+    "worker": (
+        *COMMON,
+        _database_url,
+        _redis_url,
+        _broker_url,
+        _transport,
+        _message,
+        _attachments_dir,
+    ),
+    "web": (*COMMON, _database_url, _webhooks),
+    "bounces": (*COMMON, _database_url, _bounce_server),
+    "metrics": (*COMMON, _database_url, _redis_url),
 }
+
+
+def common_problems(settings: Settings) -> list[str]:
+    """What every command refuses to start on (the COMMON checks)."""
+    found = []
+    for check in COMMON:
+        try:
+            check(settings)
+        except ConfigError as exc:
+            found.append(str(exc))
+    return found

@@ -1,16 +1,175 @@
-"""Recipient addresses as they may appear in logs and traces (pure)."""
+"""What may appear in logs, traces and command output (pure).
+
+Recipient addresses appear only as a tag: a keyed hash of the address and its
+domain (``3f2a9c1e0b7d@example.com``). Keyed with OUTBOX_SECRET, so a tag
+cannot be matched against a list of known addresses; stable, so support can
+search logs for one person (``outbox show --to ADDRESS`` prints the tag).
+Secrets (OUTBOX_SECRET, passwords in URLs, API tokens, webhook credentials,
+DKIM key material) never appear at all: :class:`Redactor` replaces them, and
+:func:`install` puts it in front of every log handler.
+"""
 
 from __future__ import annotations
 
 import hashlib
+import logging
+import re
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
+from urllib.parse import unquote, urlsplit
+
+from outbox.signing import keyed_digest
+
+if TYPE_CHECKING:
+    from outbox.config import Settings
+
+PURPOSE = "recipient-tag"
+HIDDEN = "[redacted]"
+_MIN_SECRET = 6  # shorter values would blank out ordinary words
+# Local part and domain as they show up in replies, reports and exceptions.
+_ADDRESS = re.compile(r"[\w.!#$%&'*+/=?^`{|}~-]+@(?:[\w-]+\.)+[\w-]{2,}")
+_TAG = re.compile(r"[0-9a-f]{12}")  # a tag's local part: tagged already
 
 
-def recipient_tag(address: str) -> str:
-    """A stable, non-reversible tag that keeps the domain: ``3f2a9c1e@example.com``.
+def recipient_tag(address: str, *, secret: str) -> str:
+    """A stable, non-reversible tag that keeps the domain: ``3f2a9c1e0b7d@example.com``.
 
     The domain tells an operator which receiver is involved; the hash lets
     them match log lines for one recipient without ever seeing the address.
+    Without a secret the hash is unkeyed, and anyone holding a list of
+    addresses can match tags against it: set OUTBOX_SECRET in production.
     """
     local, _, domain = address.rpartition("@")
-    digest = hashlib.sha256(address.lower().encode("utf-8")).hexdigest()[:12]
+    folded = address.lower()
+    if secret:
+        digest = keyed_digest(secret, PURPOSE, folded)[:12]
+    else:
+        digest = hashlib.sha256(folded.encode("utf-8", "surrogatepass")).hexdigest()[:12]
     return f"{digest}@{domain.lower()}" if local else digest
+
+
+def addresses(text: str, *, secret: str, own_domains: Iterable[str] = ()) -> str:
+    """``text`` with every email address in it replaced by its tag.
+
+    Addresses at ``own_domains`` are ours, not a person's, and stay: Message-IDs
+    (``<digest@message-id domain>``), VERP return paths, the sender. So do
+    tags: a log line tagged by its caller passes the log filter unchanged.
+    """
+    if "@" not in text:
+        return text
+    ours = {d.lower() for d in own_domains if d}
+
+    def tagged(match: re.Match[str]) -> str:
+        address = match.group(0)
+        local, _, domain = address.rpartition("@")
+        if domain.lower() in ours or _TAG.fullmatch(local):
+            return address
+        return recipient_tag(address, secret=secret)
+
+    return _ADDRESS.sub(tagged, text)
+
+
+class Redactor:
+    """Removes known secrets, and tags addresses, in free text."""
+
+    def __init__(
+        self, secrets: Iterable[str], *, tag_secret: str = "", own_domains: Iterable[str] = ()
+    ) -> None:
+        found = {s for s in secrets if len(s) >= _MIN_SECRET}
+        self.secrets = sorted(found, key=len, reverse=True)  # a longer one first
+        self.tag_secret = tag_secret
+        self.own_domains = tuple(own_domains)
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> Redactor:
+        sender_domain = settings.sender.rpartition("@")[2].rstrip(">").strip()
+        return cls(
+            secret_values(settings),
+            tag_secret=settings.secret,
+            own_domains=(settings.message_id_domain, settings.bounce_domain, sender_domain),
+        )
+
+    def secrets_only(self, text: str) -> str:
+        for secret in self.secrets:
+            if secret in text:
+                text = text.replace(secret, HIDDEN)
+        return text
+
+    def text(self, text: str) -> str:
+        """No secret and no address in clear: what logs, spans and CLI output get."""
+        cleaned = self.secrets_only(text)
+        return addresses(cleaned, secret=self.tag_secret, own_domains=self.own_domains)
+
+
+def secret_values(settings: Settings) -> list[str]:
+    """Every secret the settings hold, as it could appear in a message."""
+    values = [
+        settings.secret,
+        *settings.previous_secret_list,
+        settings.postmark_server_token,
+        settings.resend_api_key,
+        settings.postmark_webhook_auth,
+        settings.postmark_webhook_auth.partition(":")[2],
+        settings.resend_webhook_secret,
+        settings.resend_webhook_secret.removeprefix("whsec_"),
+    ]
+    for url in (
+        settings.smtp_url,
+        settings.failover_smtp_url,
+        settings.database_url,
+        settings.redis_url,
+    ):
+        values.extend(_url_password(url))
+    values.extend(_key_material(settings.dkim_private_key))
+    return [v for v in values if v]
+
+
+def _url_password(url: str) -> list[str]:
+    try:
+        password = urlsplit(url).password
+    except ValueError:
+        return []
+    return [password, unquote(password)] if password else []
+
+
+def _key_material(value: str) -> list[str]:
+    """The key as given, and each line of its body: a log may quote any part."""
+    if not value:
+        return []
+    body = value.replace("\\n", "\n")
+    lines = [line.strip().strip("'\"") for line in body.splitlines()]
+    joined = "".join(line for line in lines if line and not line.startswith("-----"))
+    found = [value, value.strip(), joined]
+    found += [line for line in lines if len(line) >= 16 and not line.startswith("-----")]
+    # Key bodies travel re-wrapped too: any 24 characters of it are key material.
+    found += [joined[i : i + 24] for i in range(0, max(len(joined) - 24, 0), 12)]
+    return found
+
+
+class _LogFilter(logging.Filter):
+    def __init__(self, redactor: Redactor) -> None:
+        super().__init__()
+        self.redactor = redactor
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        cleaned = self.redactor.text(message)
+        if cleaned != message:
+            record.msg, record.args = cleaned, None
+        if record.exc_info and not record.exc_text:
+            record.exc_text = logging.Formatter().formatException(record.exc_info)
+        if record.exc_text:
+            record.exc_text = self.redactor.text(record.exc_text)
+        if record.stack_info:
+            record.stack_info = self.redactor.text(record.stack_info)
+        return True
+
+
+def install(settings: Settings, logger: logging.Logger | None = None) -> None:
+    """Redact every record that reaches a handler of ``logger`` (the root logger)."""
+    target = logger or logging.getLogger()
+    log_filter = _LogFilter(Redactor.from_settings(settings))
+    for handler in target.handlers:
+        for old in [f for f in handler.filters if isinstance(f, _LogFilter)]:
+            handler.removeFilter(old)
+        handler.addFilter(log_filter)

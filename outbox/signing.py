@@ -3,12 +3,15 @@
 Each purpose ("verp", "unsubscribe", …) gets its own key derived from
 OUTBOX_SECRET, so a token minted for one purpose never verifies for another.
 Signatures are lowercase hex: some MTAs lowercase the local part of an address.
+The current secret signs; ``previous`` secrets (OUTBOX_PREVIOUS_SECRETS) still
+verify, so rotating the secret does not break tokens already sent out.
 """
 
 from __future__ import annotations
 
 import hashlib
 import hmac
+from collections.abc import Sequence
 
 SIGNATURE_LENGTH = 16  # hex characters: 64 bits
 
@@ -18,5 +21,18 @@ def sign(secret: str, purpose: str, payload: str) -> str:
     return hmac.new(key, payload.encode(), hashlib.sha256).hexdigest()[:SIGNATURE_LENGTH]
 
 
-def verify(secret: str, purpose: str, payload: str, signature: str) -> bool:
-    return hmac.compare_digest(sign(secret, purpose, payload), signature.lower())
+def verify(
+    secret: str, purpose: str, payload: str, signature: str, previous: Sequence[str] = ()
+) -> bool:
+    given = signature.lower()
+    # Every candidate is compared, so the time taken does not tell which one matched.
+    matches = [
+        hmac.compare_digest(sign(key, purpose, payload), given) for key in (secret, *previous)
+    ]
+    return any(matches)
+
+
+def keyed_digest(secret: str, purpose: str, payload: str) -> str:
+    """A full-length HMAC-SHA256 (hex) under the purpose's key: for identifiers, not tokens."""
+    key = hmac.new(secret.encode(), purpose.encode(), hashlib.sha256).digest()
+    return hmac.new(key, payload.encode("utf-8", "surrogatepass"), hashlib.sha256).hexdigest()

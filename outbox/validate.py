@@ -35,6 +35,7 @@ _JSON_OPTIONS = (
 )
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 _HEADER_BREAKERS = re.compile(r"[\r\n\x00]")
+_ENCODED_WORD = re.compile(r"=\?[^?]*\?[bBqQ]\?[^?]*\?=")
 # RFC 5322 dot-atom of ASCII atext: the common case, checked without the library.
 _ASCII_LOCAL = re.compile(r"[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+(?:\.[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+)*")
 
@@ -66,12 +67,20 @@ def normalize_address(address: object) -> str:
     if _HEADER_BREAKERS.search(address):
         raise HeaderInjection("recipient contains CR, LF or NUL")
     local, at, domain = address.rpartition("@")
+    if _ENCODED_WORD.search(local):
+        # Legal atext, but a mail client shows it decoded: a display trick, not a mailbox.
+        raise InvalidAddress("recipient's local part is an RFC 2047 encoded word")
     if at and len(address) <= 254 and len(local) <= 64 and _ASCII_LOCAL.fullmatch(local):
         return f"{local}@{_normalize_domain(domain)}"
     try:
-        return email_validator.validate_email(address, check_deliverability=False).normalized
+        normalized = email_validator.validate_email(address, check_deliverability=False).normalized
     except email_validator.EmailNotValidError as exc:
         raise InvalidAddress(f"invalid recipient: {exc}") from None
+    if len(normalized.rpartition("@")[0].encode("utf-8", "surrogatepass")) > 64:
+        raise InvalidAddress(
+            "recipient's local part is over 64 octets (RFC 5321 section 4.5.3.1.1)"
+        )
+    return normalized
 
 
 @lru_cache(maxsize=4096)
@@ -125,10 +134,46 @@ def check_params_for(template: Template, params: dict[str, Any]) -> None:
             raise HeaderInjection(f"param {name!r} reaches the Subject and contains CR, LF or NUL")
 
 
+def check_params_shape(template: Template, params: dict[str, Any]) -> None:
+    """Params of the shape the template's example has, where it has one.
+
+    A template that loops over ``items`` cannot render ``items=5``; found
+    here, that is an InvalidParams at enqueue instead of a row that fails in
+    the worker on every attempt. Scalars of any kind stand for each other.
+    """
+    for name, example in template.example.items():
+        if name in params:
+            _check_shape(example, params[name], f"params[{name!r}]")
+
+
 def content_hash(recipient: str, template: str, params_json: str, priority: str) -> str:
     """Identifies what an idempotency key stands for, to detect a reused key."""
     blob = "\x00".join((recipient, template, priority, params_json)).encode("utf-8")
     return hashlib.sha256(blob).hexdigest()[:32]
+
+
+def _kind(value: Any) -> str:
+    if isinstance(value, dict):
+        return "an object"
+    if isinstance(value, list | tuple):
+        return "a list"
+    return "a plain value"
+
+
+def _check_shape(example: Any, value: Any, where: str) -> None:
+    if example is None:
+        return
+    expected, got = _kind(example), _kind(value)
+    if expected != got:
+        raise InvalidParams(f"{where} must be {expected}, as in the template's example, not {got}")
+    if isinstance(example, dict):
+        for key, inner in example.items():
+            if key not in value:
+                raise InvalidParams(f"{where} lacks {key!r}, which the template's example has")
+            _check_shape(inner, value[key], f"{where}[{key!r}]")
+    elif isinstance(example, list | tuple) and example:
+        for index, item in enumerate(value):
+            _check_shape(example[0], item, f"{where}[{index}]")
 
 
 def _has_header_breaker(value: Any) -> bool:

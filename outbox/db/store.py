@@ -7,6 +7,7 @@ caller owns the transaction.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import datetime as dt
 import logging
 import threading
@@ -45,6 +46,12 @@ def connect(url: str, *, autocommit: bool = False, timeout: float = 10.0) -> Con
     """A connection of its own, for the processes that keep one (metrics, LISTEN, CLI)."""
     with translate_errors():
         return psycopg.connect(url, autocommit=autocommit, connect_timeout=max(1, int(timeout)))
+
+
+def connection_lost(exc: BaseException, conn: Conn) -> bool:
+    """Whether ``exc`` means the connection is gone (not the statement's own fault)."""
+    cause = exc.__cause__ if isinstance(exc, StoreError) else exc
+    return conn.closed or isinstance(cause, psycopg.OperationalError | psycopg.InterfaceError)
 
 
 def ping(conn: Conn) -> None:
@@ -434,7 +441,9 @@ def take_for_sending(conn: Conn, ids: Sequence[int], worker: str) -> list[Outbox
 
 def record_results(conn: Conn, worker: str, results: Sequence[AttemptRecord]) -> set[int]:
     """Store attempts and row states; returns the ids whose row was still ours."""
-    results_json = orjson.dumps(list(results)).decode()  # orjson writes dataclasses natively
+    # orjson writes dataclasses natively; the texts came from a peer and may hold
+    # what Postgres cannot store.
+    results_json = orjson.dumps([_storable_attempt(r) for r in results]).decode()
     with translate_errors():
         rows = conn.execute(
             queries["record_results"], {"results": results_json, "worker": worker}
@@ -773,7 +782,12 @@ def store_report(
     event_id: str | None = None,
 ) -> int | None:
     """Keep a bounce or a provider's report; ``None`` if that event was stored before."""
-    args = {"raw": raw, "envelope_to": envelope_to, "source": source, "event_id": event_id}
+    args = {
+        "raw": raw,
+        "envelope_to": storable_text(envelope_to),
+        "source": source,
+        "event_id": storable_text(event_id),
+    }
     with translate_errors():
         row = conn.execute(queries["store_bounce"], args).fetchone()
     return int(row[0]) if row else None
@@ -814,8 +828,8 @@ def finish_bounce(
         "outbox_id": outbox_id,
         "link": link,
         "forged": forged,
-        "results": orjson.dumps(results).decode(),
-        "error": error,
+        "results": orjson.dumps(storable(results)).decode(),
+        "error": storable_text(error),
     }
     with translate_errors():
         conn.execute(queries["finish_bounce"], args)
@@ -985,3 +999,54 @@ def return_unattempted(
     with translate_errors():
         found = conn.execute(queries["return_unattempted"], args).fetchall()
     return {int(r[0]): str(r[1]) for r in found}
+
+
+def storable_text(value: str | None) -> str | None:
+    """``value`` as a text or jsonb column can hold it.
+
+    Postgres refuses NUL in text and ``\\u0000`` in jsonb, and lone surrogates
+    (what decoding invalid UTF-8 with ``surrogateescape`` leaves) are no UTF-8
+    at all: each becomes U+FFFD, so a hostile reply or report is kept, readable,
+    instead of failing the statement that records it.
+    """
+    if value is None:
+        return None
+    if value.isascii() and "\x00" not in value:
+        return value
+    raw = value.encode("utf-8", "surrogatepass")  # a lone surrogate: three invalid bytes
+    return raw.decode("utf-8", "replace").replace("\x00", "\ufffd")
+
+
+def storable(value: Any) -> Any:
+    """:func:`storable_text` applied to every string in a JSON-like value, keys included."""
+    if isinstance(value, str):
+        return storable_text(value)
+    if isinstance(value, dict):
+        return {storable_text(str(k)): storable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [storable(v) for v in value]
+    return value
+
+
+def _storable_attempt(record: AttemptRecord) -> AttemptRecord:
+    return dataclasses.replace(
+        record,
+        reason=storable_text(record.reason) or "",
+        reply_text=storable_text(record.reply_text),
+        provider_message_id=storable_text(record.provider_message_id),
+    )
+
+
+def mark_bounce_unprocessable(conn: Conn, bounce_id: int, reason: str) -> None:
+    """Set a report aside that processing fails on: kept, with why, and skipped."""
+    args = {"id": bounce_id, "error": storable_text(f"unprocessable: {reason}"[:2000])}
+    with translate_errors():
+        conn.execute(queries["mark_bounce_unprocessable"], args)
+
+
+def find_messages_to(conn: Conn, address: str, limit: int = 20) -> list[dict[str, Any]]:
+    """The latest ``limit`` emails to ``address``, newest first."""
+    with translate_errors(), conn.cursor(row_factory=dict_row) as cur:
+        return cur.execute(
+            queries["find_messages_to"], {"address": address, "limit": limit}
+        ).fetchall()

@@ -36,9 +36,16 @@ from outbox.message.return_path import return_path
 from outbox.models import Outcome, Priority, Reply, Stage, Status, Verdict
 from outbox.pacing.pacer import Pacer
 from outbox.pacing.rules import GLOBAL, throttled_scope
-from outbox.redact import recipient_tag
+from outbox.redact import Redactor, recipient_tag
 from outbox.telemetry.outages import DownOnce, Summary
-from outbox.telemetry.tracing import context_from, email_attributes, span_context_from, tracer
+from outbox.telemetry.tracing import (
+    QUIET,
+    context_from,
+    email_attributes,
+    failures_by_type,
+    span_context_from,
+    tracer,
+)
 from outbox.transports.base import OutgoingMessage, Transport, TransportBusy
 from outbox.validate import ascii_address
 
@@ -58,7 +65,9 @@ _LOG_LEVELS = {
 }
 
 
-def _describe_attempt(span: Span, row: store.OutboxRow, record: store.AttemptRecord) -> None:
+def _describe_attempt(
+    span: Span, row: store.OutboxRow, record: store.AttemptRecord, redactor: Redactor
+) -> None:
     span.set_attributes(
         email_attributes(
             outbox_id=row.id,
@@ -67,9 +76,12 @@ def _describe_attempt(span: Span, row: store.OutboxRow, record: store.AttemptRec
             template=row.template,
             priority=row.priority,
             recipient=row.recipient,
+            tag_secret=redactor.tag_secret,
         )
     )
     span.set_attribute("outbox.attempt", record.attempt)
+    # Reply texts name addresses ("550 5.1.1 <bob@example.org>"): tagged in the span.
+    reason = redactor.text(record.reason)
     span.set_attribute("outbox.verdict", record.verdict)
     span.set_attribute("outbox.status", record.status)
     for name, value in (
@@ -83,11 +95,11 @@ def _describe_attempt(span: Span, row: store.OutboxRow, record: store.AttemptRec
     if record.status == Status.PENDING.value:
         span.add_event(
             "retry scheduled",
-            {"outbox.delay_seconds": record.delay_seconds, "reason": record.reason},
+            {"outbox.delay_seconds": record.delay_seconds, "reason": reason},
         )
     elif record.status != Status.SENT.value:
-        span.add_event(record.status, {"reason": record.reason})
-        span.set_status(TraceStatus(StatusCode.ERROR, record.reason[:200]))
+        span.add_event(record.status, {"reason": reason})
+        span.set_status(TraceStatus(StatusCode.ERROR, reason[:200]))
 
 
 def _slow_down(pacer: Pacer, recipient: str, reply: Reply) -> None:
@@ -139,6 +151,7 @@ class Delivery:
         self.postgres = DownOnce(log, "Postgres (taking rows)")
         # During an outage each email's return is counted, and logged once per interval.
         self.returned = Summary(log, "emails returned to pending without an attempt")
+        self.redactor = Redactor.from_settings(settings)
 
     def deliver(self, ids: Sequence[int]) -> None:
         """Send the rows ``ids`` that are still queued; others are acknowledged as done.
@@ -251,22 +264,26 @@ class Delivery:
         transactional = row.priority == Priority.HIGH and stored is not None
         parent = stored if transactional else None
         linked = consumer if transactional else span_context_from(row.trace_context)
-        with tracer.start_as_current_span(
-            "outbox deliver",
-            context=parent,
-            kind=SpanKind.CLIENT,
-            links=[Link(linked)] if linked is not None and linked.is_valid else [],
-        ) as span:
+        with (
+            tracer.start_as_current_span(
+                "outbox deliver",
+                context=parent,
+                kind=SpanKind.CLIENT,
+                links=[Link(linked)] if linked is not None and linked.is_valid else [],
+                **QUIET,
+            ) as span,
+            failures_by_type(span),
+        ):
             record = self._attempt_in_span(row, worker, previous)
             if isinstance(record, store.Deferral):
                 span.add_event("paced", {"reason": record.reason, "delay": record.delay_seconds})
             elif isinstance(record, store.Unattempted):
                 span.add_event("sending path down", {"reason": record.reason})
             elif span.is_recording():
-                _describe_attempt(span, row, record)
+                _describe_attempt(span, row, record, self.redactor)
             return record
 
-    def _attempt_in_span(
+    def _attempt_in_span(  # noqa: PLR0915 (one attempt's steps, in the order they happen)
         self, row: store.OutboxRow, worker: str, previous: Future[str | None] | None = None
     ) -> store.AttemptRecord | store.Deferral | store.Unattempted:
         started = time.perf_counter()
@@ -285,7 +302,9 @@ class Delivery:
             # operator time to fix it; the other rows of the batch go on.
             if not isinstance(exc, OutboxError):
                 log.exception("building email %s failed", row.id)
-            outcome = Outcome(Verdict.RETRY, f"could not build the message: {exc}")
+            # Stored, logged and traced: no secret in it, whatever the error says.
+            problem = self.redactor.secrets_only(str(exc))
+            outcome = Outcome(Verdict.RETRY, f"could not build the message: {problem}")
         else:
             # Paced after building, so only the send lies between slot and arrival.
             deferral = self._pace(row)
@@ -309,7 +328,8 @@ class Delivery:
                 # A transport defect: where the conversation stopped is unknown,
                 # so the message may have left. Retried with the same Message-ID.
                 log.exception("transport failed unexpectedly for email %s", row.id)
-                outcome = Outcome(Verdict.UNCERTAIN, f"transport error: {exc!r}")
+                problem = self.redactor.secrets_only(repr(exc))
+                outcome = Outcome(Verdict.UNCERTAIN, f"transport error: {problem}")
             else:
                 if reply.code is None and reply.stage is Stage.BODY and waited[0] >= 1.0:
                     # Cut while the dot waited for Postgres to record the previous
@@ -344,10 +364,10 @@ class Delivery:
                 level,
                 "email %s to %s attempt %d: %s (%s)",
                 row.id,
-                recipient_tag(row.recipient),
+                recipient_tag(row.recipient, secret=self.settings.secret),
                 row.attempts,
                 decision.status.value,
-                decision.reason,
+                self.redactor.text(decision.reason),
             )
         return store.AttemptRecord(
             id=row.id,

@@ -158,7 +158,7 @@ class SharedBreaker:
     ) -> tuple[BreakerState, BreakerState | None]:
         with self.connect() as conn:
             before, after = store.change_breaker(conn, self.key, change)
-            conn.commit()
+            store.commit(conn)
         with self._lock:
             self._state = after if after is not None else before
             # The copy is as fresh as a read; its clock is the database's, roughly.

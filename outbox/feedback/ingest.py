@@ -22,7 +22,14 @@ from outbox.feedback.policy import Link, effects, soft_streak_reached
 from outbox.message.return_path import outbox_id_from_token, row_token_from_address
 from outbox.models import Priority
 from outbox.redact import recipient_tag
-from outbox.telemetry.tracing import context_from, email_attributes, span_context_from, tracer
+from outbox.telemetry.tracing import (
+    QUIET,
+    context_from,
+    email_attributes,
+    failures_by_type,
+    span_context_from,
+    tracer,
+)
 
 log = logging.getLogger(__name__)
 
@@ -33,6 +40,7 @@ class Processed:
     link: Link
     results: list[BounceResult]
     suppressed: list[str]  # addresses added to the suppression list
+    unprocessable: str | None = None  # set aside: why processing failed
 
 
 def process_bounce(conn: store.Conn, bounce_id: int, settings: Settings) -> Processed | None:
@@ -49,7 +57,10 @@ def process_bounce(conn: store.Conn, bounce_id: int, settings: Settings) -> Proc
         link = _provider_link(conn, report)
     if link.forged:
         log.warning("bounce #%d carries a forged VERP token; stored, not acted on", bounce_id)
-    with _bounce_span(conn, stored, link, results) as span:
+    elif link.via == "message_id":
+        # Anyone can quote a Message-ID (outbox.feedback.policy): recorded, not acted on.
+        log.info("bounce #%d is linked by Message-ID only; recorded, not acted on", bounce_id)
+    with _bounce_span(conn, stored, link, results, settings.secret) as span:
         suppressed = _apply(conn, bounce_id, link, results, settings)
         span.set_attribute("outbox.bounce.suppressed", bool(suppressed))
     store.finish_bounce(
@@ -94,13 +105,18 @@ def _apply(
             source_bounce_id=bounce_id,
         ):
             suppressed.append(effect.address)
-            log.info("suppressed %s: %s", recipient_tag(effect.address), detail)
+            tag = recipient_tag(effect.address, secret=settings.secret)
+            log.info("suppressed %s: %s", tag, detail)
     return suppressed
 
 
 @contextmanager
 def _bounce_span(
-    conn: store.Conn, stored: store.StoredBounce, link: Link, results: list[BounceResult]
+    conn: store.Conn,
+    stored: store.StoredBounce,
+    link: Link,
+    results: list[BounceResult],
+    tag_secret: str,
 ) -> Iterator[Span]:
     """The bounce in its email's trace: a child of the enqueue span for a login
     code, as its attempts are, and linked to it for bulk mail."""
@@ -113,10 +129,12 @@ def _bounce_span(
         context=parent if transactional else None,
         kind=SpanKind.CONSUMER,
         links=[TraceLink(linked)] if linked is not None else [],
+        **QUIET,
     ) as span:
         if span.is_recording():
-            span.set_attributes(_bounce_attributes(stored, link, results, row))
-        yield span
+            span.set_attributes(_bounce_attributes(stored, link, results, row, tag_secret))
+        with failures_by_type(span):
+            yield span
 
 
 def _bounce_attributes(
@@ -124,6 +142,7 @@ def _bounce_attributes(
     link: Link,
     results: list[BounceResult],
     row: store.RowTrace | None,
+    tag_secret: str,
 ) -> dict[str, str | int | bool]:
     attributes: dict[str, str | int | bool] = {
         "outbox.bounce.id": stored.id,
@@ -140,6 +159,7 @@ def _bounce_attributes(
                 template=row.template,
                 priority=row.priority,
                 recipient=link.recipient,
+                tag_secret=tag_secret,
             )
         )
         if row.provider_message_id:
@@ -159,9 +179,8 @@ def ingest(
     """Store a bounce, commit, then process it (a pipe transport or a file)."""
     bounce_id = store.store_bounce(conn, raw, envelope_to)
     store.commit(conn)
-    processed = process_bounce(conn, bounce_id, settings)
-    store.commit(conn)
-    assert processed is not None
+    processed = process_or_set_aside(conn, bounce_id, settings)
+    assert processed is not None  # stored a moment ago
     return processed
 
 
@@ -169,10 +188,33 @@ def process_pending(conn: store.Conn, settings: Settings) -> int:
     """Process every stored bounce not yet processed; returns how many."""
     done = 0
     for bounce_id in store.unprocessed_bounces(conn):
-        if process_bounce(conn, bounce_id, settings) is not None:
+        if process_or_set_aside(conn, bounce_id, settings) is not None:
             done += 1
-        store.commit(conn)
     return done
+
+
+def process_or_set_aside(conn: store.Conn, bounce_id: int, settings: Settings) -> Processed | None:
+    """Process one stored report and commit; None if it was processed before.
+
+    No report may stop the ones after it: one that fails for a reason of its
+    own (a parser defect, a value the database refuses) is marked
+    unprocessable with the reason and skipped. A lost database connection is
+    not the report's fault: it stays unprocessed for the next run.
+    """
+    try:
+        processed = process_bounce(conn, bounce_id, settings)
+        store.commit(conn)
+        return processed
+    except Exception as exc:
+        if store.connection_lost(exc, conn):
+            raise
+        store.rollback(conn)
+        reason = f"{type(exc).__name__}: {exc}"
+        store.mark_bounce_unprocessable(conn, bounce_id, reason)
+        store.commit(conn)
+        # The reason may quote the report; the log names only the kind of failure.
+        log.warning("bounce #%d cannot be processed (%s); set aside", bounce_id, type(exc).__name__)
+        return Processed(bounce_id, Link("none"), [], [], unprocessable=reason)
 
 
 def _provider_link(conn: store.Conn, report: providers.ProviderReport) -> Link:
@@ -190,7 +232,9 @@ def _link(
     tokens += [r.verp_token for r in results]
     token = next((t for t in tokens if t), None)
     if token is not None and settings.secret:
-        outbox_id = outbox_id_from_token(token, secret=settings.secret)
+        outbox_id = outbox_id_from_token(
+            token, secret=settings.secret, previous=settings.previous_secret_list
+        )
         if outbox_id is None:
             return Link("none", forged=True)
         found = store.find_row_for_bounce(conn, outbox_id=outbox_id, message_id=None)

@@ -1,11 +1,16 @@
 """What a parsed bounce does to the outbox (pure).
 
 Trust decides everything: an address is suppressed only on the word of a
-bounce that is provably about a message we sent to it. A VERP token that
-verifies names the row; without one, the original Message-ID names a row and
-the bounce must be about that row's recipient. A token that fails to verify
-is a forgery: stored and counted, never acted on. A provider's webhook call,
-authenticated before it is stored, names the row by the provider's own id.
+report that proves it is about a message we sent to it, with something an
+outsider can neither compute nor copy from a public place. Two things prove
+it: a VERP token that verifies (an HMAC under OUTBOX_SECRET, in the return
+path of one row only), and a provider's webhook call, authenticated before it
+is stored, naming the row by the provider's own id. A Message-ID proves
+nothing: it travels in every copy, every reply and every forward of the
+message, and anyone can quote it in a made-up DSN or "unsubscribe" mail. A
+report linked only by its Message-ID is recorded against its row (it shows in
+``outbox show``) and acted on never. A token that fails to verify is a
+forgery: stored and counted, never acted on.
 """
 
 from __future__ import annotations
@@ -17,6 +22,8 @@ from typing import Literal
 from outbox.bounces import BounceResult
 
 Via = Literal["verp", "message_id", "provider_id", "none"]
+# The links that authorise effects; "message_id" is recorded, not trusted.
+TRUSTED: frozenset[Via] = frozenset({"verp", "provider_id"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,14 +46,12 @@ class Effect:
 
 
 def effects(link: Link, results: Sequence[BounceResult]) -> list[Effect]:
-    if link.forged or link.outbox_id is None or link.recipient is None:
+    if link.forged or link.via not in TRUSTED or link.outbox_id is None or not link.recipient:
         return []
     found: list[Effect] = []
     for result in results:
         if result.klass == "other" or result.reason == "delayed":
             continue  # auto-replies and delay notices are not verdicts
-        if link.via == "message_id" and not _same_address(result.recipient, link.recipient):
-            continue  # a Message-ID is no secret: it vouches only for its own recipient
         status = f" {result.status}" if result.status else ""
         reason = f"{result.klass} bounce{status} ({link.via})"
         if result.klass == "complaint" and result.reason == "unsubscribe":
@@ -73,7 +78,3 @@ def soft_streak_reached(recent: Sequence[str | None], limit: int) -> bool:
     bounces with no delivery between (a send that did not bounce breaks it).
     """
     return len(recent) >= limit and all(verdict == "soft" for verdict in recent[:limit])
-
-
-def _same_address(a: str | None, b: str) -> bool:
-    return a is not None and a.strip().strip("<>").lower() == b.lower()

@@ -12,45 +12,92 @@ import logging
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
+from wsgiref.simple_server import WSGIServer
 
 from aiosmtpd.controller import Controller
+from prometheus_client import Counter, start_http_server
 
 from outbox.config import Settings
 from outbox.db import store
 from outbox.errors import ConfigError, OutboxError
-from outbox.feedback.ingest import process_bounce, process_pending
+from outbox.feedback.budget import PeerBudget
+from outbox.feedback.ingest import process_or_set_aside, process_pending
+from outbox.message.return_path import row_token_from_address
 
 log = logging.getLogger(__name__)
+# aiosmtpd logs every command at INFO ("sender: …") and every DATA line at
+# DEBUG: addresses and report contents in clear. Its warnings still show.
+logging.getLogger("mail.log").setLevel(logging.WARNING)
 MAX_BOUNCE_BYTES = 10 * 2**20  # a bounce may quote the whole original; past this it is not one
+
+
+# Every refusal of input, by reason: a flood shows here before it shows anywhere else.
+REFUSED = Counter(
+    "outbox_bounce_refused",
+    "Input the bounce server refused, by reason",
+    ["reason"],
+)
+REASONS = ("relaying", "recipients", "messages", "peer_budget")
+for _reason in REASONS:
+    REFUSED.labels(_reason)  # present at 0 from the start
 
 
 class _Handler:
     def __init__(self, server: BounceServer) -> None:
         self.server = server
 
+    def _refuse(self, reason: str, reply: str) -> str:
+        REFUSED.labels(reason).inc()
+        return reply
+
+    async def handle_MAIL(
+        self, server: Any, session: Any, envelope: Any, address: str, options: list[str]
+    ) -> str:
+        settings = self.server.settings
+        session.outbox_messages = getattr(session, "outbox_messages", 0) + 1
+        if session.outbox_messages > settings.bounce_max_messages:
+            return self._refuse("messages", "421 4.7.0 too many messages on one connection")
+        if self.server.budget.exhausted(_peer(session)):
+            return self._refuse("peer_budget", "451 4.7.1 too much mail from you; try later")
+        envelope.mail_from = address
+        envelope.mail_options.extend(options)
+        return "250 2.1.0 OK"
+
     async def handle_RCPT(
         self, server: Any, session: Any, envelope: Any, address: str, options: list[str]
     ) -> str:
         domain = address.rpartition("@")[2].lower()
         if domain != self.server.settings.bounce_domain.lower():
-            return "550 5.7.1 relaying denied: this server only takes bounces"
+            return self._refuse(
+                "relaying", "550 5.7.1 relaying denied: this server only takes bounces"
+            )
+        if len(envelope.rcpt_tos) >= self.server.settings.bounce_max_recipients:
+            # RFC 5321 section 4.5.3.1.10: 452, and the sender retries the rest.
+            return self._refuse("recipients", "452 4.5.3 too many recipients")
         envelope.rcpt_tos.append(address)
         return "250 2.1.5 OK"
 
     async def handle_DATA(self, server: Any, session: Any, envelope: Any) -> str:
         raw: bytes = envelope.original_content or envelope.content
+        if not self.server.budget.take(_peer(session), len(raw)):
+            return self._refuse("peer_budget", "451 4.7.1 too much mail from you; try later")
         loop = asyncio.get_running_loop()
         try:
-            ids = [
-                await loop.run_in_executor(None, self.server.store, raw, to)
-                for to in envelope.rcpt_tos
-            ]
+            # One copy, however many recipients: it is processed for the one
+            # that carries a VERP token.
+            bounce_id = await loop.run_in_executor(
+                None, self.server.store, raw, list(envelope.rcpt_tos)
+            )
         except OutboxError:
             log.exception("could not store a bounce")
             return "451 4.3.0 could not store the message, try again later"
-        for bounce_id in ids:
-            self.server.processor.submit(self.server.process, bounce_id)
-        return f"250 2.0.0 stored as {','.join(map(str, ids))}"
+        self.server.processor.submit(self.server.process, bounce_id)
+        return f"250 2.0.0 stored as {bounce_id}"
+
+
+def _peer(session: Any) -> str:
+    peer = getattr(session, "peer", None)
+    return str(peer[0]) if isinstance(peer, tuple) and peer else str(peer)
 
 
 class BounceServer:
@@ -60,6 +107,7 @@ class BounceServer:
         self.settings = settings
         self.pool = pool
         self.processor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="bounces")
+        self.budget = PeerBudget(settings.bounce_peer_bytes_per_hour)
         self.controller = Controller(
             _Handler(self),
             hostname=settings.bounce_host,
@@ -67,17 +115,24 @@ class BounceServer:
             data_size_limit=MAX_BOUNCE_BYTES,
             ready_timeout=10,
         )
+        self.metrics: WSGIServer | None = None
 
-    def store(self, raw: bytes, envelope_to: str) -> int:
-        with self.pool.connection() as conn:
-            return store.store_bounce(conn, raw, envelope_to)  # committed on leaving
+    def store(self, raw: bytes, recipients: list[str]) -> int:
+        """One copy for the recipient that carries a VERP token (else the first):
+        a real bounce has one recipient, a message to many is not worth many rows."""
+        verp = [r for r in recipients if row_token_from_address(r)]
+        if len(recipients) > 1:
+            log.info("a message to %d bounce addresses is stored once", len(recipients))
+        with self.pool.connection() as conn:  # committed on leaving
+            return store.store_bounce(conn, raw, (verp or recipients)[0])
 
     def process(self, bounce_id: int) -> None:
         try:
             with self.pool.connection() as conn:
-                process_bounce(conn, bounce_id, self.settings)
+                process_or_set_aside(conn, bounce_id, self.settings)
         except Exception:
-            # Stays unprocessed and is picked up at the next start or reprocess.
+            # The database is gone: it stays unprocessed and is picked up at the
+            # next start or reprocess.
             log.exception("processing bounce #%d failed", bounce_id)
 
     def start(self) -> None:
@@ -85,6 +140,9 @@ class BounceServer:
             left = process_pending(conn, self.settings)
         if left:
             log.info("processed %d bounces left from before", left)
+        if self.settings.bounce_metrics_port:
+            host, port = self.settings.metrics_host, self.settings.bounce_metrics_port
+            self.metrics, _ = start_http_server(port, addr=host)
         self.controller.start()
         log.info(
             "receiving bounces for @%s on %s:%d",
@@ -96,6 +154,9 @@ class BounceServer:
     def stop(self) -> None:
         self.controller.stop()
         self.processor.shutdown(wait=True)
+        if self.metrics is not None:
+            self.metrics.shutdown()
+            self.metrics.server_close()
 
 
 def serve(settings: Settings, stop: threading.Event) -> None:

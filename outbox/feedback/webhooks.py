@@ -11,6 +11,7 @@ answers 503 so the provider retries. A retried event is stored once.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import time
 from collections.abc import Callable, Mapping
@@ -20,7 +21,7 @@ from outbox.bounces import providers
 from outbox.config import Settings
 from outbox.db import store
 from outbox.errors import StoreError, WebhookError
-from outbox.feedback.ingest import process_bounce
+from outbox.feedback.ingest import process_or_set_aside
 from outbox.feedback.webhook_auth import basic_auth_matches, svix_signature_valid
 
 log = logging.getLogger(__name__)
@@ -52,6 +53,11 @@ class ProviderWebhooks:
             report = providers.parse(provider, body, _header(headers, "svix-id"))
         except WebhookError as exc:
             return HTTPStatus.BAD_REQUEST, f"{exc}\n"
+        except (RecursionError, ValueError, TypeError, KeyError, AttributeError) as exc:
+            # Authenticated, but no report the parser can read (JSON nested 100,000
+            # deep, say): an answer, never a dropped connection.
+            log.warning("a %s webhook call could not be parsed (%s)", provider, type(exc).__name__)
+            return HTTPStatus.BAD_REQUEST, "not a report this endpoint can read\n"
         if not report.results:
             return HTTPStatus.OK, "not a bounce or complaint: ignored\n"
         try:
@@ -62,19 +68,17 @@ class ProviderWebhooks:
 
     def _store_and_process(self, report: providers.ProviderReport, body: bytes) -> Answer:
         with self.pool.connection() as conn:
-            bounce_id = store.store_report(
-                conn, body, source=report.provider, event_id=report.event_id
-            )
+            # An event without its id is known by its bytes: a replay is stored once.
+            event_id = report.event_id or "sha256:" + hashlib.sha256(body).hexdigest()
+            bounce_id = store.store_report(conn, body, source=report.provider, event_id=event_id)
             store.commit(conn)  # kept before anything acts on it
             if bounce_id is None:
                 return HTTPStatus.OK, "already received\n"
             try:
-                processed = process_bounce(conn, bounce_id, self.settings)
-                store.commit(conn)
+                processed = process_or_set_aside(conn, bounce_id, self.settings)
             except StoreError:
                 # Stored and answered: `outbox bounces reprocess` finishes it.
                 log.exception("%s report #%d stored, not processed", report.provider, bounce_id)
-                store.rollback(conn)
                 return HTTPStatus.OK, "stored\n"
         if processed is not None and processed.link.outbox_id is None:
             log.warning("%s report #%d names no email sent from here", report.provider, bounce_id)

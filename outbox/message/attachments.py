@@ -52,7 +52,13 @@ def references(params: Mapping[str, Any], *, directory: str, max_bytes: int) -> 
     if not isinstance(raw, list) or not all(isinstance(item, dict) for item in raw):
         raise InvalidParams('attachments must be a list of {"path": ..., "filename": ...}')
     root = Path(directory).resolve()
-    found = [_reference(root, item, index) for index, item in enumerate(raw)]
+    try:
+        found = [_reference(root, item, index) for index, item in enumerate(raw)]
+    except OSError as exc:
+        # A name too long, a loop of symlinks, a directory we may not read.
+        raise InvalidParams(f"attachments: a path cannot be used ({exc.strerror})") from None
+    except ValueError:
+        raise InvalidParams("attachments: a path contains a NUL character") from None
     total = sum(r.size for r in found)
     if total > max_bytes:
         raise InvalidParams(f"attachments are {total} bytes, over the limit of {max_bytes}")

@@ -14,6 +14,7 @@ another row, and it stops working when the row is deleted.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from urllib.parse import urlsplit
 
 from outbox.errors import ConfigError
@@ -31,10 +32,10 @@ def token(outbox_id: int, *, secret: str) -> str:
     return f"{payload}-{sign(secret, PURPOSE, payload)}"
 
 
-def outbox_id_from_token(value: str, *, secret: str) -> int | None:
+def outbox_id_from_token(value: str, *, secret: str, previous: Sequence[str] = ()) -> int | None:
     """The row a token names, or None when it is malformed or its signature is wrong."""
     match = _TOKEN.fullmatch(value.strip().lower())
-    if not match or not verify(secret, PURPOSE, match.group(1), match.group(2)):
+    if not match or not verify(secret, PURPOSE, match.group(1), match.group(2), previous):
         return None
     return int(match.group(1))
 

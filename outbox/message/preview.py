@@ -15,12 +15,20 @@ from typing import Any
 
 from outbox.config import Settings
 from outbox.db.store import Conn, OutboxRow
-from outbox.errors import OutboxError
+from outbox.errors import InvalidParams, OutboxError
 from outbox.message import attachments
 from outbox.message.compose import composer
 from outbox.message.message_id import message_id
 from outbox.message.render import template_set
-from outbox.validate import check_params_for, check_priority, dump_params, normalize_address
+from outbox.validate import (
+    check_params_for,
+    check_params_shape,
+    check_priority,
+    dump_params,
+    normalize_address,
+)
+
+PREVIEW_ID = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,20 +73,25 @@ def preview(
 ) -> Preview:
     """Write ``NAME.eml`` (the whole message) and ``NAME.html`` (its HTML part)."""
     template = template_set(settings.templates).get(name)
+    if params is not None and not isinstance(params, Mapping):
+        raise InvalidParams("--params must be a JSON object")
     chosen = dict(template.example if params is None else params)
     dump_params(chosen, max_bytes=settings.max_params_bytes)
     check_params_for(template, chosen)
+    check_params_shape(template, chosen)
     attachments.references(
         chosen, directory=settings.attachments_dir, max_bytes=settings.max_attachment_bytes
     )
     now = dt.datetime.now(dt.UTC)
     row = OutboxRow(
-        id=1,
+        # No row has id 0 (ids start at 1): the preview's unsubscribe link and
+        # VERP return path name no one, so a preview cannot unsubscribe a customer.
+        id=PREVIEW_ID,
         idempotency_key=f"preview-{name}",
         recipient=normalize_address(to),
         template=name,
         params=chosen,
-        message_id=message_id(f"preview-{name}", settings.message_id_domain),
+        message_id=message_id(f"preview-{name}", settings.message_id_domain, settings.secret),
         priority=check_priority(priority or template.priority or "bulk").value,
         attempts=0,
         created_at=now,

@@ -61,8 +61,9 @@ class Signer:
         try:
             key = serialization.load_pem_private_key(pem, password=None)
         except (ValueError, TypeError) as exc:
+            # cryptography's message names the problem, never the key's bytes.
             raise ConfigError(
-                f"OUTBOX_DKIM_PRIVATE_KEY is not an unencrypted PEM key: {exc}"
+                f"OUTBOX_DKIM_PRIVATE_KEY is not an unencrypted PEM key ({type(exc).__name__})"
             ) from None
         if not isinstance(key, rsa.RSAPrivateKey | ed25519.Ed25519PrivateKey):
             raise ConfigError("OUTBOX_DKIM_PRIVATE_KEY must be an RSA or Ed25519 key")
@@ -152,11 +153,31 @@ def public_record(signer: Signer) -> str:
 
 
 def _pem(settings: Settings) -> bytes:
+    """The PEM the setting holds or names. No error message ever shows the value:
+    a misquoted key must not end up in a log, a row or a trace."""
     value = settings.dkim_private_key.strip()
+    if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
+        value = value[1:-1].strip()  # quoted in an env file: the quotes are not the key
     if value.startswith("-----BEGIN"):
         # Hosts that cannot hold a multi-line variable get "\n" escapes.
-        return value.replace("\\n", "\n").encode("ascii")
+        return value.replace("\\n", "\n").encode("ascii", "replace")
+    if "\n" in value or len(value) > 1024 or _looks_like_key_body(value):
+        raise ConfigError(
+            "OUTBOX_DKIM_PRIVATE_KEY is neither a PEM key (starting with -----BEGIN) nor a "
+            "file path; give the whole PEM, with its BEGIN and END lines, or its file's path"
+        )
     try:
         return Path(value).read_bytes()
     except OSError as exc:
-        raise ConfigError(f"OUTBOX_DKIM_PRIVATE_KEY: cannot read {value}: {exc}") from None
+        raise ConfigError(
+            f"OUTBOX_DKIM_PRIVATE_KEY names a file that cannot be read ({exc.strerror})"
+        ) from None
+
+
+def _looks_like_key_body(value: str) -> bool:
+    """Long base64 that is no absolute or relative path: the key without its PEM lines."""
+    return (
+        len(value) > 100
+        and not value.startswith(("/", ".", "~"))
+        and all(c.isalnum() or c in "+/=" for c in value)
+    )

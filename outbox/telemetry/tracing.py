@@ -8,14 +8,36 @@ processes install an exporting SDK through ``outbox.telemetry.setup``.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from typing import Any
 
 from opentelemetry import propagate, trace
 from opentelemetry.context import Context
+from opentelemetry.trace import Span, StatusCode
+from opentelemetry.trace import Status as TraceStatus
 
 from outbox.redact import recipient_tag
 
 tracer = trace.get_tracer("outbox")
+# Spans record a failure by its type only: an exception's message can quote a
+# row (Postgres's "Failing row contains (…)") and with it an address.
+QUIET: dict[str, Any] = {"record_exception": False, "set_status_on_exception": False}
+
+
+def record_failure(span: Span, exc: BaseException) -> None:
+    name = type(exc).__qualname__
+    span.add_event("exception", {"exception.type": name})
+    span.set_status(TraceStatus(StatusCode.ERROR, name))
+
+
+@contextmanager
+def failures_by_type(span: Span) -> Iterator[Span]:
+    try:
+        yield span
+    except BaseException as exc:
+        record_failure(span, exc)
+        raise
 
 
 def current_traceparent() -> str | None:
@@ -52,6 +74,7 @@ def email_attributes(
     template: str,
     priority: str,
     recipient: str,
+    tag_secret: str,
 ) -> Mapping[str, str | int]:
     """What makes one email findable in a trace search; the address only as a tag."""
     attributes: dict[str, str | int] = {
@@ -60,7 +83,7 @@ def email_attributes(
         "email.template": template,
         "outbox.priority": priority,
         "email.recipient.domain": recipient.rpartition("@")[2].lower(),
-        "email.recipient.hash": recipient_tag(recipient).partition("@")[0],
+        "email.recipient.hash": recipient_tag(recipient, secret=tag_secret).partition("@")[0],
     }
     if outbox_id is not None:
         attributes["outbox.id"] = outbox_id

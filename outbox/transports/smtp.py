@@ -9,6 +9,7 @@ is a plain retry.
 from __future__ import annotations
 
 import contextlib
+import ipaddress
 import logging
 import smtplib
 import socket
@@ -40,17 +41,25 @@ class SmtpConfig:
     attempt_timeout: float = 0.0
     local_hostname: str | None = None
     ca_file: str | None = None  # trust this CA bundle instead of the system's
+    # Credentials without TLS: "never", or "loopback" (a relay on this host only).
+    plaintext_auth: str = "never"
 
     @classmethod
     def from_url(cls, url: str, **options: object) -> SmtpConfig:
         """``smtp://user:pass@host:port`` or ``smtps://…`` (implicit TLS)."""
-        parts = urlsplit(url)
-        if parts.scheme not in {"smtp", "smtps"} or not parts.hostname:
-            raise ConfigError("SMTP_URL must look like smtp://[user:pass@]host[:port] or smtps://…")
+        shape = "SMTP_URL must look like smtp://[user:pass@]host[:port] or smtps://…"
+        try:
+            parts = urlsplit(url)
+            hostname, port = parts.hostname, parts.port
+        except ValueError:
+            # urllib's message quotes the URL's netloc, and with it the password.
+            raise ConfigError(f"{shape} (its host or port cannot be read)") from None
+        if parts.scheme not in {"smtp", "smtps"} or not hostname:
+            raise ConfigError(shape)
         implicit_tls = parts.scheme == "smtps"
         return cls(
-            host=parts.hostname,
-            port=parts.port or (465 if implicit_tls else 25),
+            host=hostname,
+            port=port or (465 if implicit_tls else 25),
             implicit_tls=implicit_tls,
             username=unquote(parts.username) if parts.username else None,
             password=unquote(parts.password) if parts.password else None,
@@ -66,6 +75,7 @@ class SmtpConfig:
             command_timeout=settings.smtp_command_timeout,
             attempt_timeout=settings.smtp_attempt_timeout,
             ca_file=settings.smtp_ca_file or None,
+            plaintext_auth=settings.smtp_plaintext_auth,
         )
 
     def __repr__(self) -> str:  # never print the password
@@ -176,6 +186,7 @@ class SmtpTransport:
             if not config.implicit_tls:
                 self._starttls(smtp, context)
             if config.username:
+                self._check_credentials_protected(smtp)
                 try:
                     _with_stage(Stage.AUTH, smtp.login, config.username, config.password or "")
                 except smtplib.SMTPAuthenticationError as exc:
@@ -184,6 +195,25 @@ class SmtpTransport:
             smtp.close()
             raise
         return smtp
+
+    def _check_credentials_protected(self, smtp: smtplib.SMTP) -> None:
+        """AUTH PLAIN and LOGIN carry the password as base64: only inside TLS.
+
+        With ``opportunistic`` STARTTLS a relay (or anyone between) that does
+        not offer STARTTLS would otherwise receive the password in clear.
+        """
+        config = self.config
+        if isinstance(smtp.sock, ssl.SSLSocket):
+            return
+        if config.plaintext_auth == "loopback" and is_loopback(config.host):
+            return
+        raise _Failed(
+            Reply(
+                Stage.STARTTLS,
+                error="no TLS: the relay did not offer STARTTLS, and credentials are never sent "
+                "in clear (OUTBOX_SMTP_PLAINTEXT_AUTH=loopback allows it for a relay on this host)",
+            )
+        )
 
     def _hello(self, smtp: smtplib.SMTP) -> None:
         code, text = _with_stage(Stage.EHLO, smtp.ehlo)
@@ -341,6 +371,15 @@ def _dot_stuffed(data: bytes) -> bytes:
     if not stuffed.endswith(b"\r\n"):
         stuffed += b"\r\n"
     return stuffed + b".\r\n"
+
+
+def is_loopback(host: str) -> bool:
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
 
 
 def _text(raw: bytes | str) -> str:

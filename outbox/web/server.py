@@ -1,5 +1,8 @@
 """`outbox web`: the one-click unsubscribe endpoint (RFC 8058) and the providers'
-bounce webhooks (:mod:`outbox.feedback.webhooks`), a small threaded HTTP server.
+bounce webhooks (:mod:`outbox.feedback.webhooks`), on uvicorn and Starlette: an
+event loop holds every connection (a slow client holds no thread), a deadline
+closes a request that trickles in, and past ``OUTBOX_WEB_CONCURRENCY``
+requests at once the answer is an immediate 503.
 
 ``POST <link>`` with the body ``List-Unsubscribe=One-Click`` (what a mailbox
 provider sends, or the confirmation page's button) verifies the token, looks
@@ -12,14 +15,24 @@ page, because link scanners and previews fetch every link in a message.
 
 from __future__ import annotations
 
+import asyncio
 import html
 import logging
+import socket
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
 from http import HTTPStatus
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, urlsplit
+
+import h11
+import uvicorn
+from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import Response as StarletteResponse
+from starlette.routing import Route
+from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from outbox.bounces.providers import PROVIDERS
 from outbox.config import Settings
@@ -59,6 +72,7 @@ class Unsubscribes:
         if not settings.secret:
             raise ConfigError("the unsubscribe endpoint needs OUTBOX_SECRET to verify tokens")
         self.secret = settings.secret
+        self.previous = settings.previous_secret_list  # tokens signed before a rotation
         self.pool = pool
 
     def handle(self, method: str, target: str, body: bytes = b"") -> Response:
@@ -66,7 +80,9 @@ class Unsubscribes:
         if parts.path == "/healthz":
             return Response(HTTPStatus.OK, "ok\n", "text/plain; charset=utf-8")
         token = parse_qs(parts.query).get("token", [""])[0]
-        outbox_id = unsubscribe.outbox_id_from_token(token, secret=self.secret)
+        outbox_id = unsubscribe.outbox_id_from_token(
+            token, secret=self.secret, previous=self.previous
+        )
         if outbox_id is None:
             return _page(
                 HTTPStatus.BAD_REQUEST, "Link not valid", "This unsubscribe link is not valid."
@@ -141,49 +157,174 @@ class App:
         return self.unsubscribes.handle(method, target, body)
 
 
-def make_server(settings: Settings, pool: store.Pool, host: str, port: int) -> ThreadingHTTPServer:
-    app = App(settings, pool)
+# Sent with every answer. The pages are ours alone: no frame may hold them
+# (clickjacking the unsubscribe button), nothing loads from elsewhere, and the
+# token in the URL goes to no other site in a Referer.
+SECURITY_HEADERS = (
+    ("Cache-Control", "no-store"),
+    ("Referrer-Policy", "no-referrer"),
+    ("X-Frame-Options", "DENY"),
+    (
+        "Content-Security-Policy",
+        "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; "
+        "frame-ancestors 'none'; base-uri 'none'",
+    ),
+    ("X-Content-Type-Options", "nosniff"),
+)
 
-    class Handler(BaseHTTPRequestHandler):
-        server_version = "outbox"
-        sys_version = ""
-        timeout = 10  # seconds per request line and body: a slow client cannot hold a thread
 
-        def do_GET(self) -> None:
-            self._answer(app.handle("GET", self.path))
+def asgi_app(app: App) -> Starlette:
+    """``app`` behind Starlette: each request's database work runs in a worker
+    thread of a bounded pool (anyio's, 40 threads), never on the event loop."""
 
-        def do_HEAD(self) -> None:
-            self._answer(app.handle("GET", self.path), head=True)
+    async def endpoint(request: Request) -> StarletteResponse:
+        method = "GET" if request.method == "HEAD" else request.method
+        target = request.scope.get("raw_path", b"").decode("latin-1") or request.url.path
+        if request.url.query:
+            target += "?" + request.url.query
+        body = b""
+        if method == "POST":
+            read = await _bounded_body(request)
+            if read is None:
+                answer = Response(HTTPStatus.REQUEST_ENTITY_TOO_LARGE, "body too large\n", _TEXT)
+                return _starlette(answer, head=False)
+            body = read
+        if method not in ("GET", "POST"):
+            answer = Response(HTTPStatus.METHOD_NOT_ALLOWED, "GET or POST\n", _TEXT)
+        else:
+            answer = await run_in_threadpool(
+                app.handle, method, target, body, dict(request.headers.items())
+            )
+        return _starlette(answer, head=request.method == "HEAD")
 
-        def do_POST(self) -> None:
-            try:
-                length = int(self.headers.get("Content-Length") or 0)
-            except ValueError:
-                length = -1
-            if not 0 <= length <= MAX_BODY:
-                self._answer(Response(HTTPStatus.BAD_REQUEST, "bad or too large body\n"))
-                return
-            body = self.rfile.read(length)
-            self._answer(app.handle("POST", self.path, body, dict(self.headers.items())))
+    methods = ["GET", "HEAD", "POST", "PUT", "DELETE", "PATCH", "OPTIONS"]
+    routes = [Route("/{path:path}", endpoint, methods=methods)]
+    return Starlette(routes=routes)
 
-        def _answer(self, response: Response, *, head: bool = False) -> None:
-            data = response.body.encode("utf-8")
-            self.send_response(response.status)
-            self.send_header("Content-Type", response.content_type)
-            self.send_header("Content-Length", str(len(data)))
-            self.send_header("Cache-Control", "no-store")
-            self.send_header("Referrer-Policy", "no-referrer")  # the token stays here
-            self.end_headers()
-            if not head:
-                self.wfile.write(data)
 
-        def log_message(self, format: str, *args: object) -> None:
-            # The default logs the request line, and with it the token.
-            log.debug("%s %s", self.command, args[1] if len(args) > 1 else "")
+async def _bounded_body(request: Request) -> bytes | None:
+    """The body, or None when it is over MAX_BODY (read no further than that)."""
+    declared = request.headers.get("content-length")
+    if declared is not None and (not declared.isdigit() or int(declared) > MAX_BODY):
+        return None
+    chunks, size = [], 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > MAX_BODY:
+            return None
+        chunks.append(chunk)
+    return b"".join(chunks)
 
-    server = ThreadingHTTPServer((host, port), Handler)
-    server.daemon_threads = True
-    return server
+
+def _starlette(response: Response, *, head: bool) -> StarletteResponse:
+    data = response.body.encode("utf-8")
+    headers = dict(SECURITY_HEADERS)
+    headers["Content-Length"] = str(len(data))
+    return StarletteResponse(
+        b"" if head else data,
+        status_code=int(response.status),
+        headers=headers,
+        media_type=response.content_type,
+    )
+
+
+class _RequestDeadline(H11Protocol):
+    """uvicorn's HTTP/1.1 protocol with a deadline for reading each request.
+
+    uvicorn times out idle keep-alive connections but not a request that
+    arrives a byte every few seconds: such a client holds no thread here, yet
+    would hold a connection slot for ever. Each request must be read whole
+    within ``request_timeout`` seconds of the connection (or of the previous
+    response), or the connection is closed.
+    """
+
+    request_timeout = 10.0  # set per server by WebServer
+    _deadline: asyncio.TimerHandle | None = None
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        self._arm()
+
+    def data_received(self, data: bytes) -> None:
+        super().data_received(data)
+        if self.conn.their_state in (h11.DONE, h11.MUST_CLOSE, h11.CLOSED):
+            self._disarm()  # the request is in; the app's time is not the client's
+
+    def on_response_complete(self) -> None:
+        super().on_response_complete()
+        if self.conn.our_state is h11.IDLE:
+            self._arm()  # the next request on this connection gets the same deadline
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._disarm()
+        super().connection_lost(exc)
+
+    def _arm(self) -> None:
+        self._disarm()
+        self._deadline = self.loop.call_later(self.request_timeout, self._too_slow)
+
+    def _disarm(self) -> None:
+        if self._deadline is not None:
+            self._deadline.cancel()
+            self._deadline = None
+
+    def _too_slow(self) -> None:
+        self._deadline = None
+        if not self.transport.is_closing():
+            self.transport.close()
+
+
+class WebServer:
+    """``outbox web`` on uvicorn: the socket is bound at once (port 0 works),
+    served by :meth:`serve_forever` until :meth:`shutdown`."""
+
+    def __init__(self, settings: Settings, pool: store.Pool, host: str, port: int) -> None:
+        self.app = App(settings, pool)
+        family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        self.socket = socket.socket(family, socket.SOCK_STREAM)
+        self.socket.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.socket.bind((host, port))
+        # Listening from here on: a client that connects before the loop runs waits
+        # in the backlog instead of being refused.
+        self.socket.listen(settings.web_backlog)
+        self.server_address: tuple[str, int] = self.socket.getsockname()[:2]
+        protocol = type(
+            "RequestDeadline", (_RequestDeadline,), {"request_timeout": settings.web_timeout}
+        )
+        config = uvicorn.Config(
+            asgi_app(self.app),
+            http=protocol,
+            lifespan="off",
+            backlog=settings.web_backlog,
+            # Past this many connections and requests at once, new ones get a 503
+            # at once instead of waiting in a queue.
+            limit_concurrency=settings.web_concurrency,
+            timeout_keep_alive=5,
+            timeout_graceful_shutdown=10,
+            h11_max_incomplete_event_size=16 * 1024,  # request line and headers
+            server_header=False,
+            access_log=False,  # the request line carries the unsubscribe token
+            log_config=None,
+        )
+        self.server = uvicorn.Server(config)
+        self._stopped = threading.Event()
+
+    def serve_forever(self) -> None:
+        try:
+            self.server.run(sockets=[self.socket])
+        finally:
+            self._stopped.set()
+
+    def shutdown(self) -> None:
+        self.server.should_exit = True
+        self._stopped.wait(timeout=15)
+
+    def server_close(self) -> None:
+        self.socket.close()
+
+
+def make_server(settings: Settings, pool: store.Pool, host: str, port: int) -> WebServer:
+    return WebServer(settings, pool, host, port)
 
 
 def serve(settings: Settings, host: str, port: int, stop: threading.Event) -> None:
@@ -191,7 +332,7 @@ def serve(settings: Settings, host: str, port: int, stop: threading.Event) -> No
     with store.Pool(
         settings.database_url,
         name="outbox-web",
-        max_size=4,
+        max_size=8,
         prepare=settings.prepared_statements == "on",
     ) as pool:
         server = make_server(settings, pool, host, port)

@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import dramatiq
 
+from outbox import redact
 from outbox.broker import make_broker
 from outbox.preflight import settings_or_exit
 from outbox.telemetry.worker_metrics import add_worker_metrics
 
 settings = settings_or_exit("worker")
+redact.install(settings)  # dramatiq set up the handlers before importing us
 broker = make_broker(settings)
 add_worker_metrics(broker)  # only for a pool started with dramatiq_prom_db
 dramatiq.set_broker(broker)

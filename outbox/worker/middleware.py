@@ -12,10 +12,10 @@ from typing import Any
 import dramatiq
 from dramatiq.broker import MessageProxy
 from opentelemetry import context, propagate, trace
-from opentelemetry.trace import Span, SpanKind, Status, StatusCode
+from opentelemetry.trace import Span, SpanKind
 
 from outbox.telemetry.setup import setup_tracing
-from outbox.telemetry.tracing import tracer
+from outbox.telemetry.tracing import record_failure, tracer
 
 
 class ShutdownSignal(dramatiq.Middleware):
@@ -103,8 +103,7 @@ class Tracing(dramatiq.Middleware):
         if span is None:
             return
         if exception is not None:
-            span.record_exception(exception)
-            span.set_status(Status(StatusCode.ERROR, type(exception).__name__))
+            record_failure(span, exception)  # by type: the message may quote a row
         span.end()
         context.detach(token)  # type: ignore[arg-type]
 

@@ -29,11 +29,13 @@ from prometheus_client.parser import text_string_to_metric_families
 from outbox import enqueue, enqueue_many
 from outbox.config import Settings
 from outbox.feedback.ingest import ingest
+from outbox.message.return_path import return_path
 from outbox.testing.pipeline import WORKER_ENV, Pipeline, worker_command
 from outbox.testing.sink import ACCEPT, Behaviour, SmtpSink
 from tests.integration.helpers import LOGIN, NEWS, query, statuses, wait_until
 from tests.integration.prometheus import free_port
-from tests.integration.test_bounces import arf, dsn
+from tests.integration.test_bounces import BOUNCE_DOMAIN, arf, dsn
+from tests.keys import SECRET
 
 GREYLIST = Behaviour(rcpt_reply="451 4.7.1 Greylisted, try again later")
 GONE = Behaviour(rcpt_reply="550 5.1.1 No such user")
@@ -100,6 +102,8 @@ def fresh_settings(database_url: str, redis_url: str, namespace: str) -> Setting
         max_attempts=2,
         smtp_command_timeout=1.0,
         rate_limits="example.com=500/s",  # paced, never held back: the pace figures exist
+        bounce_domain=BOUNCE_DOMAIN,  # bounces act only through VERP
+        secret=SECRET,
     )
 
 
@@ -182,17 +186,22 @@ def _enqueue(settings: Settings) -> None:
 def _bounces(settings: Settings) -> None:
     sent = query(
         settings,
-        "SELECT recipient, message_id FROM email_outbox"
+        "SELECT id, recipient, message_id FROM email_outbox"
         " WHERE priority = 'bulk' AND status = 'sent' AND recipient LIKE 'r%%' ORDER BY id LIMIT 3",
     )
+
+    def verp(row_id: int) -> str:
+        return return_path(row_id, domain=BOUNCE_DOMAIN, secret=SECRET)
+
     with psycopg.connect(settings.database_url) as conn:
-        for recipient, message_id in sent[:2]:
-            ingest(conn, dsn(recipient, message_id), settings)
-        ingest(conn, arf(sent[2][0], sent[2][1]), settings)
+        for row_id, recipient, message_id in sent[:2]:
+            ingest(conn, dsn(recipient, message_id, to=verp(row_id)), settings, verp(row_id))
+        row_id, recipient, message_id = sent[2]
+        ingest(conn, arf(recipient, message_id, return_path=verp(row_id)), settings)
         enqueue(
             conn,
             idempotency_key="after-bounce",
-            to=sent[0][0],
+            to=sent[0][1],
             template="newsletter",
             params=NEWS,
             settings=settings,

@@ -18,6 +18,7 @@ from outbox.message.return_path import outbox_id_from_token, row_token_from_addr
 from outbox.models import Priority
 from outbox.testing.sink import ACCEPT, Behaviour
 from tests.integration.helpers import add_login, add_newsletter, harness, query, statuses
+from tests.keys import SECRET
 
 
 def attempts(settings: Settings, outbox_id: int) -> list[tuple[Any, ...]]:
@@ -241,7 +242,7 @@ def test_message_arriving_before_the_relay_commits_is_still_sent(settings: Setti
 
 
 def test_verp_return_path_names_the_row(settings: Settings) -> None:
-    settings = dataclasses.replace(settings, bounce_domain="bounces.shop.example", secret="k")
+    settings = dataclasses.replace(settings, bounce_domain="bounces.shop.example", secret=SECRET)
     login = add_login(settings, "login-1", "alice@example.com")
     with harness(settings) as (h, sink):
         h.run()
@@ -249,7 +250,7 @@ def test_verp_return_path_names_the_row(settings: Settings) -> None:
     token = row_token_from_address(mail_from)
     assert mail_from.endswith("@bounces.shop.example")
     assert token is not None
-    assert outbox_id_from_token(token, secret="k") == login
+    assert outbox_id_from_token(token, secret=SECRET) == login
     # The From header still shows the configured sender.
     assert b"From: Outbox <no-reply@outbox.localhost>" in sink.messages[0].data
 

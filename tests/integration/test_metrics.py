@@ -138,7 +138,7 @@ def test_gauges_match_the_database(run: Run) -> None:
         for (name, labels), value in samples.items()
         if name == "outbox_bounce_reports_24h" and dict(labels)["source"] == "mail"
     }
-    assert reports == {"message_id": 3}  # two DSNs and a complaint, linked by Message-ID
+    assert reports == {"verp": 3}  # two DSNs and a complaint, linked by their VERP tokens
 
 
 def test_a_fresh_exporter_counts_the_same(run: Run, tmp_path: Path) -> None:

@@ -20,6 +20,7 @@ from outbox.db import store
 from outbox.feedback.smtp_server import BounceServer
 from outbox.testing.sink import SmtpSink
 from tests.integration.helpers import LOGIN, harness, query, wait_until
+from tests.keys import SECRET
 
 BOUNCE_DOMAIN = "bounces.outbox-test.example"
 MAIN_CF = """\
@@ -110,7 +111,7 @@ def test_a_real_dsn_suppresses_the_address(
     settings = dataclasses.replace(
         settings,
         bounce_domain=BOUNCE_DOMAIN,
-        secret="s3cret",
+        secret=SECRET,
         bounce_port=bounce_port,
         smtp_url=f"smtp://127.0.0.1:{smtpd_port}",
     )

@@ -11,10 +11,12 @@ import pytest
 import trustme
 from aiosmtpd.smtp import AuthResult, LoginPassword
 
+from outbox.config import Settings
+from outbox.errors import ConfigError
 from outbox.models import Stage
 from outbox.testing.sink import SmtpSink
 from outbox.transports.base import OutgoingMessage
-from outbox.transports.smtp import SmtpConfig, SmtpTransport
+from outbox.transports.smtp import SmtpConfig, SmtpTransport, is_loopback
 
 MESSAGE = OutgoingMessage(
     envelope_from="no-reply@shop.example",
@@ -133,3 +135,70 @@ def test_config_from_url_hides_the_password() -> None:
     assert config.password == "hunter2"
     assert "hunter2" not in repr(config)
     assert SmtpConfig.from_url("smtp://relay.example").port == 25
+
+
+def test_regression_no_password_in_clear_when_the_relay_offers_no_starttls() -> None:
+    """Finding 6: with the default opportunistic STARTTLS, AUTH PLAIN went out in clear."""
+    tried: list[bytes] = []
+
+    def record(server: Any, session: Any, envelope: Any, mechanism: str, data: Any) -> AuthResult:
+        tried.append(data.password)
+        return AuthResult(success=True)
+
+    with SmtpSink(authenticator=record, auth_require_tls=False) as plain:
+        url = f"smtp://app:hunter2@127.0.0.1:{plain.port}"
+        reply = send(SmtpConfig.from_url(url, starttls="opportunistic"))
+        assert reply.stage is Stage.STARTTLS  # a session refusal: retried, not failed
+        assert reply.error is not None
+        assert "never sent in clear" in reply.error
+        assert tried == []
+        assert plain.messages == []
+        # Allowed only when asked for, and only for a relay on this host.
+        allowed = send(SmtpConfig.from_url(url, plaintext_auth="loopback"))
+        assert allowed.code == 250
+        assert tried == [b"hunter2"]
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "smtp://user:hunter2@[relay.example:25",
+        "smtp://user:hunter2@relay.example:notaport",
+        "smtps://user:hunter2@relay.example:99999",
+        "ftp://user:hunter2@relay.example",
+    ],
+)
+def test_regression_a_bad_smtp_url_never_shows_the_password(url: str) -> None:
+    with pytest.raises(ConfigError, match="SMTP_URL") as refused:
+        Settings.from_env({"SMTP_URL": url})
+    assert "hunter2" not in str(refused.value)
+
+
+def test_credentials_with_starttls_never_are_refused_at_start() -> None:
+    with pytest.raises(ConfigError, match="in clear"):
+        Settings.from_env(
+            {"SMTP_URL": "smtp://u:pw@relay.example:25", "OUTBOX_SMTP_STARTTLS": "never"}
+        )
+    Settings.from_env(
+        {
+            "SMTP_URL": "smtp://u:pw@127.0.0.1:25",
+            "OUTBOX_SMTP_STARTTLS": "never",
+            "OUTBOX_SMTP_PLAINTEXT_AUTH": "loopback",
+        }
+    )
+
+
+@pytest.mark.parametrize(
+    ("host", "loopback"),
+    [
+        ("127.0.0.1", True),
+        ("::1", True),
+        ("[::1]", True),
+        ("localhost", True),
+        ("127.0.0.2", True),
+        ("relay.example", False),
+        ("10.0.0.1", False),
+    ],
+)
+def test_is_loopback(host: str, loopback: bool) -> None:
+    assert is_loopback(host) is loopback

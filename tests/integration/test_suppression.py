@@ -10,6 +10,7 @@ import pytest
 from outbox import enqueue, enqueue_many
 from outbox.config import Settings
 from outbox.db import store
+from outbox.redact import recipient_tag
 from tests.integration.helpers import LOGIN, NEWS, query, statuses
 
 
@@ -109,7 +110,10 @@ def test_cli(settings: Settings) -> None:
     checked = cli("check", "x@example.com")
     assert checked.returncode == 0
     assert "suppressed (bulk): manual" in checked.stdout
-    assert "x@example.com" in cli("list").stdout
+    listed = cli("list").stdout
+    assert "x@example.com" not in listed  # tagged, like all output
+    assert recipient_tag("x@example.com", secret=settings.secret) in listed
+    assert "x@example.com" in cli("list", "--reveal").stdout
     assert cli("add", "not an address").returncode == 2
     assert cli("remove", "x@example.com").stdout.strip() == "removed"
     assert cli("remove", "x@example.com").returncode == 1

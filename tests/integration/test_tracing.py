@@ -11,12 +11,14 @@ import sys
 from pathlib import Path
 
 from outbox.config import Settings
+from outbox.message.return_path import return_path
 from outbox.telemetry.setup import is_enabled
 from outbox.testing.pipeline import Pipeline
 from outbox.testing.sink import ACCEPT, Behaviour, SmtpSink
 from tests.integration.helpers import query, wait_until
 from tests.integration.otlp import Receiver, otlp_receiver
-from tests.integration.test_bounces import dsn
+from tests.integration.test_bounces import BOUNCE_DOMAIN, dsn
+from tests.keys import SECRET
 
 RECIPIENT = "alice.private@example.com"
 APP = """
@@ -60,7 +62,10 @@ def test_one_trace_from_business_event_through_retry_to_send(
         return ACCEPT
 
     with otlp_receiver() as receiver, SmtpSink(greylist_once) as sink:
-        env = {**dataclasses.replace(settings, smtp_url=sink.url).to_env(), **otel_env(receiver)}
+        settings = dataclasses.replace(
+            settings, smtp_url=sink.url, bounce_domain=BOUNCE_DOMAIN, secret=SECRET
+        )
+        env = {**settings.to_env(), **otel_env(receiver)}
         app = subprocess.run(
             [sys.executable, "-c", APP, RECIPIENT],
             env=env,
@@ -73,10 +78,13 @@ def test_one_trace_from_business_event_through_retry_to_send(
             wait_until(lambda: len(sink.messages) == 1, timeout=30)
             wait_until(lambda: len(receiver.named("outbox deliver")) == 2, timeout=15)
             wait_until(lambda: len(receiver.named("process email_high")) == 2, timeout=15)
-        # Days later the address bounces: the bounce joins the same trace.
+        # Days later the address bounces to its VERP return path, as the
+        # README's pipe form hands it over: the bounce joins the same trace.
+        verp = return_path(event["id"], domain=BOUNCE_DOMAIN, secret=SECRET)
+        assert sink.messages[0].mail_from == verp
         subprocess.run(
-            [sys.executable, "-m", "outbox.cli", "bounces", "ingest", "-"],
-            input=dsn(RECIPIENT, event["message_id"]),
+            [sys.executable, "-m", "outbox.cli", "bounces", "ingest", "--to", verp, "-"],
+            input=dsn(RECIPIENT, event["message_id"], to=verp),
             env=env,
             capture_output=True,
             check=True,
@@ -139,7 +147,7 @@ def test_one_trace_from_business_event_through_retry_to_send(
     assert bounce.service == "outbox-bounces"
     assert bounce.attributes["outbox.bounce.class"] == "hard"
     assert bounce.attributes["outbox.bounce.status"] == "5.1.1"
-    assert bounce.attributes["outbox.bounce.link"] == "message_id"
+    assert bounce.attributes["outbox.bounce.link"] == "verp"
     assert bounce.attributes["outbox.bounce.suppressed"] is True
     assert bounce.attributes["email.provider.message_id"] == stored
     assert bounce.attributes["email.message_id"] == event["message_id"]

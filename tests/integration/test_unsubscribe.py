@@ -31,8 +31,8 @@ from outbox.message.sign import Signer, public_record
 from outbox.web.server import make_server
 from tests.integration.helpers import LOGIN, NEWS, add_newsletter, pool
 from tests.integration.test_delivery import harness
+from tests.keys import SECRET
 
-SECRET = "unsubscribe-test-secret"
 # Requests go straight to loopback, whatever proxy the environment names.
 OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 

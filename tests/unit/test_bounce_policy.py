@@ -52,12 +52,25 @@ def test_untrusted_links_do_nothing(link: Link) -> None:
     assert effects(link, [HARD, COMPLAINT]) == []
 
 
-def test_message_id_link_needs_the_same_recipient() -> None:
-    link = Link("message_id", 7, "A@Example.com")
-    assert [e.klass for e in effects(link, [HARD])] == ["hard"]
-    other = BounceResult("hard", "b@example.com", "5.1.1")
-    assert effects(link, [other]) == []
-    assert effects(link, [BounceResult("hard", None, "5.1.1")]) == []
+@pytest.mark.parametrize(
+    "result",
+    [
+        HARD,
+        SOFT,
+        COMPLAINT,
+        BounceResult("complaint", "a@example.com", reason="unsubscribe"),
+        BounceResult("hard", "A@Example.com", "5.1.1"),
+    ],
+)
+def test_regression_message_id_link_never_acts(result: BounceResult) -> None:
+    """Finding 1: a forged DSN or "unsubscribe" mail quoting a computable Message-ID
+    suppressed its victim. A Message-ID is public: recorded, never acted on."""
+    assert effects(Link("message_id", 7, "a@example.com"), [result]) == []
+
+
+def test_provider_webhook_link_acts() -> None:
+    [effect] = effects(Link("provider_id", 7, "a@example.com"), [HARD])
+    assert (effect.address, effect.suppress) == ("a@example.com", "hard_bounce")
 
 
 @pytest.mark.parametrize(

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
 
 import pytest
@@ -7,6 +8,7 @@ import pytest
 from outbox.config import PACKAGE_TEMPLATES, Settings
 from outbox.errors import ConfigError
 from outbox.redact import recipient_tag
+from tests.keys import OTHER_SECRET, SECRET
 
 
 def test_defaults_work_on_this_machine() -> None:
@@ -67,11 +69,21 @@ def test_bad_settings(env: dict[str, str], message: str) -> None:
 
 
 def test_recipient_tag_hides_the_address(tmp_path: Path) -> None:
-    tag = recipient_tag("Alice.Smith@Example.com")
+    tag = recipient_tag("Alice.Smith@Example.com", secret=SECRET)
     assert tag.endswith("@example.com")
     assert "alice" not in tag.lower()
-    assert tag == recipient_tag("alice.smith@example.com")
-    assert tag != recipient_tag("bob@example.com")
+    assert tag == recipient_tag("alice.smith@example.com", secret=SECRET)
+    assert tag != recipient_tag("bob@example.com", secret=SECRET)
+
+
+def test_regression_recipient_tag_is_keyed() -> None:
+    """Finding 4: an unkeyed hash can be matched against a list of addresses."""
+    address = "alice@example.com"
+    keyed = recipient_tag(address, secret=SECRET)
+    assert keyed != recipient_tag(address, secret="")
+    assert keyed != recipient_tag(address, secret=OTHER_SECRET)
+    unkeyed = hashlib.sha256(address.encode()).hexdigest()[:12]
+    assert not keyed.startswith(unkeyed)
 
 
 def test_every_setting_is_documented() -> None:

@@ -17,6 +17,7 @@ from dkim.canonicalization import CanonicalizationPolicy
 from hypothesis import given
 from hypothesis import strategies as st
 
+from outbox import preflight
 from outbox.config import Settings
 from outbox.errors import ConfigError
 from outbox.message import list_unsubscribe as unsubscribe
@@ -156,3 +157,57 @@ def test_fast_relaxed_body_matches_dkimpy(text: str) -> None:
     body = text.replace("\n", "\r\n").encode()
     policy = CanonicalizationPolicy.from_c_value(b"relaxed/relaxed")
     assert relaxed_body(body) == policy.canonicalize_body(body)
+
+
+def _pem_body(key: str) -> str:
+    return "".join(line for line in key.splitlines() if not line.startswith("-----"))
+
+
+@pytest.mark.parametrize(
+    "mangle",
+    [
+        _pem_body,  # the key body alone
+        lambda pem: pem.replace("-----BEGIN", "BEGIN"),  # a mangled first line
+        lambda pem: "x" + pem,  # something in front
+        lambda pem: pem[: len(pem) // 2],  # cut off
+        lambda pem: pem.replace("A", "!", 3),  # not base64 any more
+    ],
+)
+def test_regression_a_misquoted_dkim_key_is_a_config_error_that_never_shows_it(
+    mangle: object,
+) -> None:
+    """Finding 3: the error message carried the whole key into logs, rows and traces."""
+    key = ed25519.Ed25519PrivateKey.generate()
+    pem = key.private_bytes(
+        serialization.Encoding.PEM,
+        serialization.PrivateFormat.PKCS8,
+        serialization.NoEncryption(),
+    ).decode()
+    value = mangle(pem)  # type: ignore[operator]
+    env = {
+        "OUTBOX_DKIM_SELECTOR": "s1",
+        "OUTBOX_DKIM_DOMAIN": "shop.example",
+        "OUTBOX_DKIM_PRIVATE_KEY": value,
+    }
+    # Every process and command checks it at start, before any message.
+    (message,) = preflight.common_problems(Settings.from_env(env))
+    assert "OUTBOX_DKIM_PRIVATE_KEY" in message
+    body = _pem_body(pem)
+    assert not any(body[i : i + 12] in message for i in range(0, len(body) - 12))
+
+
+def test_a_quoted_pem_is_read() -> None:
+    key = ed25519.Ed25519PrivateKey.generate()
+    pem = key.private_bytes(
+        serialization.Encoding.PEM,
+        serialization.PrivateFormat.PKCS8,
+        serialization.NoEncryption(),
+    ).decode()
+    settings = Settings.from_env(
+        {
+            "OUTBOX_DKIM_SELECTOR": "s1",
+            "OUTBOX_DKIM_DOMAIN": "shop.example",
+            "OUTBOX_DKIM_PRIVATE_KEY": '"' + pem.replace("\n", "\\n") + '"',
+        }
+    )
+    assert Signer.from_settings(settings) is not None

@@ -23,6 +23,7 @@ LAYERS: list[set[str]] = [
         "config",
         "signing",
         "redact",
+        "keys",
         "bounces",
         "pacing.rules",
         "delivery.classify",

@@ -36,3 +36,14 @@ def test_any_key_gives_a_valid_msg_id(key: str) -> None:
     assert MSG_ID.fullmatch(value)
     assert value.endswith("@mail.example>")
     assert len(value) < 78
+
+
+def test_regression_keyed_message_id_cannot_be_computed_from_a_guessed_key() -> None:
+    """Finding 1: the Message-ID of ``order-1001-confirmation`` was anyone's to compute."""
+    from tests.keys import OTHER_SECRET, SECRET  # noqa: PLC0415
+
+    keyed = message_id("order-1001-confirmation", "mail.example", SECRET)
+    assert keyed == message_id("order-1001-confirmation", "mail.example", SECRET)  # stable
+    assert keyed != message_id("order-1001-confirmation", "mail.example")  # the unkeyed one
+    assert keyed != message_id("order-1001-confirmation", "mail.example", OTHER_SECRET)
+    assert MSG_ID.fullmatch(keyed)

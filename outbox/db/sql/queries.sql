@@ -704,3 +704,17 @@ SELECT transport,
        CASE WHEN state = 'open'
             THEN greatest(extract(epoch FROM now() - opened_at)::float8, 0.001) ELSE 0 END
 FROM outbox_breaker;
+-- mark_bounce_unprocessable --
+-- A report that processing failed on: processed (so nothing retries it for
+-- ever and the reports after it go on), linked to nothing, with the reason.
+UPDATE email_bounce
+SET processed_at = now(), link = 'none', results = '[]'::jsonb, error = %(error)s
+WHERE id = %(id)s AND processed_at IS NULL;
+
+-- find_messages_to --
+-- The latest rows sent to one address (support's lookup; the recipient index).
+SELECT id, idempotency_key, recipient, template, params, message_id, priority, status,
+       status_reason, attempts, next_attempt_at, locked_by, locked_at, last_error,
+       provider_message_id, created_at, queued_at, sent_at, failed_at, trace_context
+FROM email_outbox WHERE lower(recipient) = lower(%(address)s)
+ORDER BY id DESC LIMIT %(limit)s;
