@@ -212,6 +212,13 @@ class Delivery:
                 self.stopping.wait(delay)
                 delay = min(1.0, delay * 2)  # back within a second of Postgres
 
+    def _trips_breaker(self, reply: Reply) -> bool:
+        """With a failover, the primary's failures are its own breaker's business
+        (:mod:`outbox.transports.failover`): only the failover's trip the shared one."""
+        if not self.settings.failover_transport:
+            return True
+        return (reply.via or "").endswith("(failover)")
+
     def _may_send(self, worker: str) -> bool:
         verdict = self.breaker.gate()
         if verdict is Gate.SEND:
@@ -311,10 +318,13 @@ class Delivery:
                 if is_path_failure(reply):
                     # Our path failed, not this message: no attempt; the breaker counts it.
                     failure = describe_failure(reply)
-                    self.breaker.observe(worker, failure=True, error=failure)
+                    if self._trips_breaker(reply):
+                        self.breaker.observe(worker, failure=True, error=failure)
                     reason = f"not an attempt, sending path failed: {failure}"
                     self.returned.add(f"sending path failed: {failure}")
-                    delay = self.rand() * self.settings.outage_probe_seconds
+                    spread = min(self.settings.outage_probe_seconds, self.policy.base_seconds)
+                    # A provider's Retry-After is still a floor: sooner only earns another 429.
+                    delay = max(self.rand() * spread, getattr(reply, "retry_after", None) or 0.0)
                     return store.Unattempted(row.id, worker, reason, delay)
                 self.breaker.observe(worker, failure=False)
                 outcome = classify_reply(reply)  # SMTP or HTTP rules by the reply's kind
