@@ -172,8 +172,17 @@ class Delivery:
                 result = self._attempt(row, worker, previous)
                 if isinstance(result, store.Deferral):
                     deferred.append(result)
-                else:
-                    written.append(self.writer.submit(worker, result))
+                    continue
+                written.append(self.writer.submit(worker, result))
+                if isinstance(result, store.Unattempted) and index + 1 < len(rows):
+                    # The path just failed: the rest of the batch would wait for the same
+                    # timeout each, held `sending`; it goes back untried at once.
+                    reason = f"not attempted, the path failed for the previous row: {result.reason}"
+                    for waiting in rows[index + 1 :]:
+                        unattempted = store.Unattempted(waiting.id, worker, reason[:500], 0.0)
+                        written.append(self.writer.submit(worker, unattempted))
+                    self.returned.add("the path failed for the batch", len(rows) - index - 1)
+                    break
             handled = len(rows)
         except BaseException as exc:
             # This live process holds the rows, so no sweep would return them: the
