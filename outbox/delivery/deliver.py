@@ -188,8 +188,17 @@ class Delivery:
                 result = self._attempt(row, worker, previous)
                 if isinstance(result, store.Deferral):
                     deferred.append(result)
-                else:
-                    written.append(self.writer.submit(worker, result))
+                    continue
+                written.append(self.writer.submit(worker, result))
+                if isinstance(result, store.Unattempted) and index + 1 < len(rows):
+                    # The path just failed: the rest of the batch would wait for the same
+                    # timeout each, held `sending`; it goes back untried at once.
+                    reason = f"not attempted, the path failed for the previous row: {result.reason}"
+                    for waiting in rows[index + 1 :]:
+                        unattempted = store.Unattempted(waiting.id, worker, reason[:500], 0.0)
+                        written.append(self.writer.submit(worker, unattempted))
+                    self.returned.add("the path failed for the batch", len(rows) - index - 1)
+                    break
             handled = len(rows)
         except BaseException as exc:
             # This live process holds the rows, so no sweep would return them: the
@@ -227,6 +236,13 @@ class Delivery:
                 self.postgres.failed(exc)
                 self.stopping.wait(delay)
                 delay = min(1.0, delay * 2)  # back within a second of Postgres
+
+    def _trips_breaker(self, reply: Reply) -> bool:
+        """With a failover, the primary's failures are its own breaker's business
+        (:mod:`outbox.transports.failover`): only the failover's trip the shared one."""
+        if not self.settings.failover_transport:
+            return True
+        return (reply.via or "").endswith("(failover)")
 
     def _may_send(self, worker: str) -> bool:
         verdict = self.breaker.gate()
@@ -340,10 +356,13 @@ class Delivery:
                 if is_path_failure(reply):
                     # Our path failed, not this message: no attempt; the breaker counts it.
                     failure = describe_failure(reply)
-                    self.breaker.observe(worker, failure=True, error=failure)
+                    if self._trips_breaker(reply):
+                        self.breaker.observe(worker, failure=True, error=failure)
                     reason = f"not an attempt, sending path failed: {failure}"
                     self.returned.add(f"sending path failed: {failure}")
-                    delay = self.rand() * self.settings.outage_probe_seconds
+                    spread = min(self.settings.outage_probe_seconds, self.policy.base_seconds)
+                    # A provider's Retry-After is still a floor: sooner only earns another 429.
+                    delay = max(self.rand() * spread, getattr(reply, "retry_after", None) or 0.0)
                     return store.Unattempted(row.id, worker, reason, delay)
                 self.breaker.observe(worker, failure=False)
                 outcome = classify_reply(reply)  # SMTP or HTTP rules by the reply's kind

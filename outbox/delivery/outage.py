@@ -47,7 +47,8 @@ def is_path_failure(reply: Reply) -> bool:
         return reply.code >= 500 or reply.code == 429 or reply.code in _ACCOUNT or reply.transient
     if not reply.stage.is_session:
         return False
-    return reply.code is None or reply.code >= 400
+    # A garbled greeting (smtplib's -1: a reply cut off by the attempt's deadline) too.
+    return reply.code is None or not 200 <= reply.code < 400
 
 
 def describe_failure(reply: Reply) -> str:

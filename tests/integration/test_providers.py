@@ -433,8 +433,13 @@ def test_postmark_retry_after_end_to_end(settings: Settings) -> None:
     first, second = fake.requests
     # The test settings' backoff is at most 0.2 s: only Retry-After explains the wait.
     assert second.at - first.at >= 1.0
+    # A 429 is about our account, not this message: not an attempt, but waited for.
     attempts = query(settings, "SELECT verdict, reply_code FROM email_attempt ORDER BY id")
-    assert attempts == [("retry", 429), ("sent", 200)]
+    assert attempts == [("sent", 200)]
+    reasons = query(
+        settings, "SELECT reason FROM email_event WHERE from_status = 'sending' ORDER BY id"
+    )
+    assert "not an attempt, sending path failed: 429" in reasons[0][0]
 
 
 def test_postmark_inactive_recipient_end_to_end(settings: Settings) -> None:
@@ -485,8 +490,8 @@ def test_failover_to_a_provider_while_the_relay_is_down_and_back(settings: Setti
             settings, "SELECT transport || ' ' || verdict, count(*) FROM email_attempt GROUP BY 1"
         )
     )
+    # The two refusals that tripped the failover's breaker were not attempts.
     assert by_transport == {
-        "smtp retry": 2,  # the two refusals that tripped the breaker
         "resend (failover) sent": 6,
         "smtp sent": 3,
     }

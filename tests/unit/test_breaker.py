@@ -123,6 +123,8 @@ def test_a_successful_probe_closes_it() -> None:
         (Reply(Stage.CONNECT, error="dns: [Errno -2] Name or service not known"), True),
         (Reply(Stage.GREETING, 421, "4.3.2 service shutting down"), True),
         (Reply(Stage.GREETING, 554, "no SMTP service here"), True),
+        (Reply(Stage.GREETING, -1, "2"), True),  # cut off a byte into the greeting
+        (Reply(Stage.EHLO, 250, "ok"), False),
         (Reply(Stage.EHLO, error="connection reset"), True),
         (Reply(Stage.EHLO, 550, "go away"), True),
         (Reply(Stage.STARTTLS, error="tls: certificate verify failed"), True),
