@@ -977,7 +977,10 @@ class Unattempted:
 
 def record_results_each(conn: Conn, results: Sequence[tuple[str, AttemptRecord]]) -> set[int]:
     """:func:`record_results` for results of several workers: (worker, record) pairs."""
-    rows = [{**_record_fields(record), "worker": worker} for worker, record in results]
+    rows = [
+        {**_record_fields(_storable_attempt(record)), "worker": worker}
+        for worker, record in results
+    ]
     with translate_errors():
         found = conn.execute(
             queries["record_results_each"], {"results": orjson.dumps(rows).decode()}
