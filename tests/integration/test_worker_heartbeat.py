@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import dataclasses
 
-from psycopg_pool import ConnectionPool
-
 from outbox.config import Settings
+from outbox.db import store
 from outbox.worker.heartbeat import EXIT_POOL_WEDGED, WEDGED_POOL_WAITS, Heartbeat, process_name
 from tests.integration.helpers import query
 
@@ -20,13 +19,13 @@ class Clock:
 
 
 def test_a_beat_names_the_process_and_its_pool(settings: Settings) -> None:
-    with ConnectionPool(settings.database_url, min_size=1, max_size=3, open=True) as pool:
+    with store.Pool(settings.database_url, name="test", min_size=1, max_size=3) as pool:
         beat = Heartbeat(settings, pool, exit_process=lambda code: None)
         assert beat.beat() is True
         beat.stop()  # a clean stop leaves the list
     rows = query(settings, "SELECT name FROM outbox_process")
     assert rows == []
-    with ConnectionPool(settings.database_url, min_size=1, max_size=3, open=True) as pool:
+    with store.Pool(settings.database_url, name="test", min_size=1, max_size=3) as pool:
         again = Heartbeat(settings, pool, exit_process=lambda code: None)
         again.beat()
         again.close()
@@ -39,8 +38,11 @@ def test_a_pool_with_every_connection_leaked_ends_the_process(settings: Settings
     settings = dataclasses.replace(settings, pool_timeout=0.1)
     exits: list[int] = []
     clock = Clock()
-    with ConnectionPool(settings.database_url, min_size=1, max_size=2, open=True) as pool:
-        leaked = [pool.getconn(), pool.getconn()]  # handed out, never given back
+    with store.Pool(settings.database_url, name="test", min_size=1, max_size=2) as pool:
+        leaked = [
+            pool._pool.getconn(),
+            pool._pool.getconn(),
+        ]  # handed out below, never given back
         beat = Heartbeat(settings, pool, exit_process=exits.append, clock=clock)
         assert beat.beat() is True  # Postgres answers the beat; the pool lends nothing
         assert exits == []
@@ -52,19 +54,19 @@ def test_a_pool_with_every_connection_leaked_ends_the_process(settings: Settings
         assert exits == [EXIT_POOL_WEDGED]
         beat.close()
         for conn in leaked:
-            pool.putconn(conn)
+            pool._pool.putconn(conn)
 
 
 def test_a_pool_that_lends_again_is_not_ended(settings: Settings) -> None:
     settings = dataclasses.replace(settings, pool_timeout=0.1)
     exits: list[int] = []
     clock = Clock()
-    with ConnectionPool(settings.database_url, min_size=1, max_size=2, open=True) as pool:
-        leaked = [pool.getconn(), pool.getconn()]
+    with store.Pool(settings.database_url, name="test", min_size=1, max_size=2) as pool:
+        leaked = [pool._pool.getconn(), pool._pool.getconn()]  # a leak, from below
         beat = Heartbeat(settings, pool, exit_process=exits.append, clock=clock)
         beat.beat()
         for conn in leaked:
-            pool.putconn(conn)
+            pool._pool.putconn(conn)
         clock.now += 10 * WEDGED_POOL_WAITS * settings.pool_timeout
         beat.beat()
         assert beat.wedged_since is None
@@ -78,7 +80,7 @@ def test_postgres_away_is_not_blamed_on_the_pool(settings: Settings) -> None:
     )
     exits: list[int] = []
     clock = Clock()
-    with ConnectionPool(away.database_url, min_size=0, max_size=1, open=False) as pool:
+    with store.Pool(away.database_url, name="test", min_size=0, max_size=1) as pool:
         beat = Heartbeat(away, pool, exit_process=exits.append, clock=clock)
         for _ in range(3):
             assert beat.beat() is False
