@@ -3,13 +3,13 @@
 A kill -9 of a bulk worker used to resend up to a whole batch (25 rows) per
 thread, because a batch's results were written in one statement after all its
 sends. Now each result goes to the process's writer the moment its reply
-arrives; the writer joins what the threads hand over within
-OUTBOX_RESULT_FLUSH_MS into one statement, and a send's end-of-data dot waits
-for the thread's previous result. This drains the same newsletter with 8
+arrives, and a send's end-of-data dot waits for the thread's previous result
+to be written; the first thread that waits writes what all threads handed
+over so far in one statement. This drains the same newsletter with 8
 threads in this process to Postfix's smtp-sink, alternating rounds of the old
 way (the same delivery, results written once per batch) and the new one:
 
-    python bench/bench_result_writes.py [--emails 3000] [--rounds 3] [--threads 8]
+    python -m bench.bench_result_writes [--emails 3000] [--rounds 3] [--threads 8]
 """
 
 from __future__ import annotations
@@ -115,7 +115,6 @@ def main() -> None:
     parser.add_argument("--emails", type=int, default=3000)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--threads", type=int, default=8)
-    parser.add_argument("--flush-ms", type=float, default=Settings.result_flush_ms)
     args = parser.parse_args()
     with database("writes") as url, smtp_sink() as (smtp_url, sink_kind):
         settings = Settings(
@@ -125,7 +124,6 @@ def main() -> None:
             namespace=f"bench-{uuid.uuid4().hex[:8]}",
             max_in_flight=args.emails,
             claim_batch=args.emails,
-            result_flush_ms=args.flush_ms,
         )
         rates: dict[str, list[float]] = {"per batch (old)": [], "as they arrive (new)": []}
         one_round(settings, Delivery, min(args.emails, 500), args.threads)  # warm up

@@ -143,11 +143,7 @@ class Delivery:
         self._unavailable_logged = _Once(per_seconds=60.0)
         self.pacer = pacer
         self.breaker = breaker or SharedBreaker(settings, pool.connection)
-        self.writer = ResultWriter(
-            pool,
-            flush_seconds=settings.result_flush_ms / 1000,
-            max_age_seconds=settings.max_age_seconds,
-        )
+        self.writer = ResultWriter(pool, max_age_seconds=settings.max_age_seconds)
         self.postgres = DownOnce(log, "Postgres (taking rows)")
         # During an outage each email's return is counted, and logged once per interval.
         self.returned = Summary(log, "emails returned to pending without an attempt")
@@ -214,7 +210,7 @@ class Delivery:
             # and what was paced goes back even if recording failed.
             try:
                 for done in written:
-                    done.result()
+                    self.writer.wait(done)
             finally:
                 if deferred:
                     with self.pool.connection() as conn:
@@ -332,7 +328,7 @@ class Delivery:
 
                 def recorded() -> None:
                     started_waiting = time.monotonic()
-                    written.result()
+                    self.writer.wait(written)
                     waited[0] = time.monotonic() - started_waiting
 
                 message = dataclasses.replace(message, before_commit=recorded)
