@@ -6,6 +6,7 @@ Orchestration only: what a reply means is :mod:`outbox.delivery.classify` and
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import datetime as dt
 import logging
@@ -328,7 +329,10 @@ class Delivery:
 
                 def recorded() -> None:
                     started_waiting = time.monotonic()
-                    self.writer.wait(written)
+                    # A previous result Postgres refused is the batch's error, raised
+                    # when the batch ends; it says nothing about this message's send.
+                    with contextlib.suppress(StoreError):
+                        self.writer.wait(written)
                     waited[0] = time.monotonic() - started_waiting
 
                 message = dataclasses.replace(message, before_commit=recorded)
