@@ -903,6 +903,14 @@ class ProcessBeat:
     silent_seconds: float
 
 
+def sweep_guard(conn: Conn) -> tuple[float, float | None]:
+    """(seconds Postgres has run, age of the freshest process heartbeat or None)."""
+    with translate_errors():
+        row = conn.execute(queries["sweep_guard"]).fetchone()
+    assert row is not None
+    return float(row[0]), None if row[1] is None else float(row[1])
+
+
 def list_processes(conn: Conn) -> list[ProcessBeat]:
     with translate_errors(), conn.cursor(row_factory=tuple_row) as cur:
         return [ProcessBeat(*r) for r in cur.execute(queries["list_processes"]).fetchall()]
