@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import datetime as dt
+import functools
 import logging
 import os
 import random
@@ -144,7 +145,16 @@ class Delivery:
         self._unavailable_logged = _Once(per_seconds=60.0)
         self.pacer = pacer
         self.breaker = breaker or SharedBreaker(settings, pool.connection)
-        self.writer = ResultWriter(pool, max_age_seconds=settings.max_age_seconds)
+        self.writer = ResultWriter(
+            functools.partial(
+                store.connect,
+                settings.database_url,
+                autocommit=True,
+                timeout=settings.pool_timeout,
+                prepare=settings.prepared_statements == "on",
+            ),
+            max_age_seconds=settings.max_age_seconds,
+        )
         self.postgres = DownOnce(log, "Postgres (taking rows)")
         # During an outage each email's return is counted, and logged once per interval.
         self.returned = Summary(log, "emails returned to pending without an attempt")

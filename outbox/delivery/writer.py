@@ -25,11 +25,12 @@ reply.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass
 
@@ -50,8 +51,9 @@ class _Item:
 
 
 class ResultWriter:
-    def __init__(self, pool: store.Pool, *, max_age_seconds: float) -> None:
-        self.pool = pool
+    def __init__(self, connect: Callable[[], store.Conn], *, max_age_seconds: float) -> None:
+        self._connect = connect  # an autocommit connection of the writer's own
+        self._conn: store.Conn | None = None
         self.max_age_seconds = max_age_seconds
         self._items: list[_Item] = []
         self._cond = threading.Condition()
@@ -72,6 +74,20 @@ class ResultWriter:
                 self._thread.start()
             self._cond.notify()
         return item.done
+
+    def _connection(self) -> store.Conn:
+        if self._conn is None or self._conn.closed:
+            self._conn = self._connect()
+        return self._conn
+
+    def _drop(self) -> None:
+        if self._conn is not None:
+            with contextlib.suppress(Exception):
+                self._conn.close()
+            self._conn = None
+
+    def close(self) -> None:
+        self._drop()
 
     def wait(self, done: Future[str | None]) -> str | None:
         """The row's new status once its result is written (None: no longer ours)."""
@@ -129,28 +145,31 @@ class ResultWriter:
         """One write, tried again while the connection (not the statement) fails."""
         records = [(i.worker, i.result) for i in batch if isinstance(i.result, store.AttemptRecord)]
         returned = [i.result for i in batch if isinstance(i.result, store.Unattempted)]
+        kept: set[int] = set()
+        statuses: dict[int, str] = {}
         tries = 0
-        while True:
+        while records or returned:
             try:
-                with self.pool.connection() as conn:
-                    try:
-                        kept = store.record_results_each(conn, records) if records else set()
-                        statuses = (
-                            store.return_unattempted(
-                                conn, returned, max_age_seconds=self.max_age_seconds
-                            )
-                            if returned
-                            else {}
+                conn = self._connection()
+                try:
+                    # Autocommit: each statement is one round trip; what one wrote
+                    # is not written again when the next one's connection fails.
+                    if records:
+                        kept = store.record_results_each(conn, records)
+                        records = []
+                    if returned:
+                        statuses = store.return_unattempted(
+                            conn, returned, max_age_seconds=self.max_age_seconds
                         )
-                    except StoreError as exc:
-                        if not store.connection_lost(exc, conn):
-                            store.rollback(conn)
-                            raise _Refused(exc) from exc
-                        raise
-                break
+                        returned = []
+                except StoreError as exc:
+                    if not store.connection_lost(exc, conn):
+                        raise _Refused(exc) from exc
+                    self._drop()
+                    raise
             except _Refused as refused:
                 raise refused.error from None
-            except StoreError as exc:  # the pool's timeout too
+            except StoreError as exc:
                 self.postgres.failed(exc, waiting=f"results of {len(batch)} rows held")
                 delay = _RETRY_DELAYS[min(tries, len(_RETRY_DELAYS) - 1)]
                 tries += 1

@@ -3,12 +3,18 @@ never holds up the others, and every result is written once waited for."""
 
 from __future__ import annotations
 
+import functools
 import threading
+from collections.abc import Callable
 
 from outbox.config import Settings
 from outbox.db import store
 from outbox.delivery.writer import ResultWriter
 from tests.integration.helpers import add_newsletter, pool, query
+
+
+def connect(settings: Settings) -> Callable[[], store.Conn]:
+    return functools.partial(store.connect, settings.database_url, autocommit=True)
 
 
 def _taken(settings: Settings, conn_pool: store.Pool, n: int, worker: str) -> list[int]:
@@ -42,7 +48,7 @@ def _sent(
 
 def test_results_of_many_threads_are_all_written(settings: Settings) -> None:
     with pool(settings) as conn_pool:
-        writer = ResultWriter(conn_pool, max_age_seconds=settings.max_age_seconds)
+        writer = ResultWriter(connect(settings), max_age_seconds=settings.max_age_seconds)
         workers = [f"w{n}" for n in range(4)]
         ids = add_newsletter(settings, 40)
         with conn_pool.connection() as conn:
@@ -71,7 +77,7 @@ def test_results_of_many_threads_are_all_written(settings: Settings) -> None:
 def test_a_result_postgres_refuses_does_not_hold_up_the_others(settings: Settings) -> None:
     with pool(settings) as conn_pool:
         good, bad, other = _taken(settings, conn_pool, 3, "w1")
-        writer = ResultWriter(conn_pool, max_age_seconds=settings.max_age_seconds)
+        writer = ResultWriter(connect(settings), max_age_seconds=settings.max_age_seconds)
         # A reply code beyond Postgres's integer range: the statement fails on its content.
         futures = [
             writer.submit("w1", _sent(good)),
@@ -98,7 +104,7 @@ def test_a_result_postgres_refuses_does_not_hold_up_the_others(settings: Setting
 def test_a_row_no_longer_held_is_reported_as_not_ours(settings: Settings) -> None:
     with pool(settings) as conn_pool:
         (row_id,) = _taken(settings, conn_pool, 1, "w1")
-        writer = ResultWriter(conn_pool, max_age_seconds=settings.max_age_seconds)
+        writer = ResultWriter(connect(settings), max_age_seconds=settings.max_age_seconds)
         # Another worker's result for the row: the row is not its to finish.
         assert writer.wait(writer.submit("w2", _sent(row_id))) is None
     assert query(settings, "SELECT status FROM email_outbox") == [("sending",)]
