@@ -16,6 +16,7 @@ import redis
 
 from outbox.config import Settings
 from outbox.db import store
+from tests.rabbitmq import private_vhost
 
 # The developer's own OUTBOX_* settings must not leak into the tests.
 for _name in [n for n in os.environ if n.startswith("OUTBOX_")]:
@@ -64,6 +65,13 @@ def redis_client() -> redis.Redis:
     except redis.ConnectionError as exc:
         pytest.fail(f"Redis at {REDIS_URL} does not answer ({exc}); {START_REDIS}")
     return client
+
+
+@pytest.fixture(scope="session")
+def rabbitmq_url() -> Iterator[str]:
+    """RabbitMQ of this machine: a virtual host of this test session's own."""
+    with private_vhost() as url:
+        yield url
 
 
 @pytest.fixture
