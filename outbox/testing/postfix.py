@@ -8,13 +8,16 @@ Debian's ``postfix`` package provides the binaries (``./dev test`` installs it).
 from __future__ import annotations
 
 import shutil
-import socket
 import subprocess
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+
+from outbox.testing.servers import free_port
+
+__all__ = ["Postfix", "PostfixMissing", "free_port", "private_postfix"]
 
 BASE_CF = """\
 compatibility_level = 3.6
@@ -62,12 +65,6 @@ class Postfix:
     def log(self) -> str:
         path = self.root / "maillog"
         return path.read_text() if path.exists() else ""
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 @contextmanager
