@@ -60,13 +60,19 @@ def empty_queues(url: str) -> None:
         connection.close()
 
 
-def depth(url: str, queue: str) -> int:
+def depth(url: str, queue: str, *, missing: int | None = None) -> int:
+    """Messages ready in ``queue``; ``missing`` when it was never declared (else an error)."""
     connection = connect(url)
     try:
         declared = connection.channel().queue_declare(queue=queue, passive=True)
         return int(declared.method.message_count)
+    except pika.exceptions.ChannelClosedByBroker as exc:
+        if missing is None or exc.reply_code != 404:
+            raise
+        return missing
     finally:
-        connection.close()
+        if connection.is_open:
+            connection.close()
 
 
 def rabbitmqctl(command: str) -> None:

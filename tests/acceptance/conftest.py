@@ -23,7 +23,6 @@ from outbox.testing import pipeline as pipeline_module
 from outbox.testing.pipeline import Pipeline, worker_command
 from outbox.testing.sink import Behaviour, SlowLink, SmtpSink
 from tests.acceptance.checks import RESULTS
-from tests.rabbitmq import empty_queues
 
 
 def _initial_env(name: str) -> str | None:
@@ -72,14 +71,10 @@ def fault_settings(settings: Settings) -> Settings:
     )
 
 
-@pytest.fixture(params=["redis", "rabbitmq"])
-def broker_settings(request: pytest.FixtureRequest, fault_settings: Settings) -> Settings:
+@pytest.fixture
+def broker_settings(broker_of: Settings, fault_settings: Settings) -> Settings:
     """:func:`fault_settings` on each broker in turn: the same faults, the same guarantees."""
-    if request.param == "redis":
-        return fault_settings
-    url: str = request.getfixturevalue("rabbitmq_url")
-    empty_queues(url)
-    return dataclasses.replace(fault_settings, broker_url=url)
+    return dataclasses.replace(fault_settings, broker_url=broker_of.broker_url)
 
 
 def child_env(settings: Settings, smtp_url: str, **extra: str) -> dict[str, str]:

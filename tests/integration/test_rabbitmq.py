@@ -11,10 +11,8 @@ import dataclasses
 import time
 from pathlib import Path
 
-import psycopg
 import pytest
 
-from outbox import enqueue
 from outbox.broker import broker_kind, make_broker
 from outbox.config import Settings
 from outbox.errors import ConfigError
@@ -22,7 +20,7 @@ from outbox.models import Priority
 from outbox.relay.publish import Publisher
 from outbox.testing.pipeline import Pipeline
 from outbox.testing.sink import SmtpSink
-from tests.integration.helpers import LOGIN, add_newsletter, query, statuses, wait_until
+from tests.integration.helpers import add_newsletter, query, statuses, wait_until
 from tests.rabbitmq import connect, depth, empty_queues, rabbitmqctl
 
 
@@ -73,31 +71,6 @@ def test_published_messages_are_durable_and_persistent(amqp: Settings) -> None:
 
 def _env(settings: Settings, sink: SmtpSink) -> dict[str, str]:
     return {**dataclasses.replace(settings, smtp_url=sink.url).to_env(), "OUTBOX_LOG_LEVEL": "INFO"}
-
-
-def test_login_code_and_newsletter_through_rabbitmq(amqp: Settings, tmp_path: Path) -> None:
-    add_newsletter(amqp, 1000)
-    with (
-        SmtpSink() as sink,
-        Pipeline(_env(amqp, sink), high=(1, 2), bulk=(1, 8), log_dir=tmp_path),
-    ):
-        wait_until(lambda: len(sink.messages) >= 100, timeout=60)
-        with psycopg.connect(amqp.database_url) as conn:
-            login = enqueue(
-                conn,
-                idempotency_key="login",
-                to="alice@example.com",
-                template="login_code",
-                params=LOGIN,
-                priority="high",
-                settings=amqp,
-            )
-            conn.commit()
-        wait_until(lambda: statuses(amqp) == {"sent": 1001}, timeout=120)
-    order = sink.message_ids()
-    assert len(order) == len(set(order)) == 1001
-    # The code overtook most of the newsletter that was waiting when it came.
-    assert order.index(login.message_id) < 500
 
 
 def test_a_rabbitmq_restart_mid_drain_leaves_nothing_for_the_sweeper(
