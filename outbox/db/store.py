@@ -12,7 +12,7 @@ import datetime as dt
 import logging
 import threading
 import time
-from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, LiteralString
 
@@ -20,7 +20,6 @@ import orjson
 import psycopg
 import psycopg.sql
 from psycopg.rows import dict_row, tuple_row
-from psycopg.types.json import Jsonb
 from psycopg_pool import ConnectionPool, PoolTimeout
 
 from outbox.db.sql import migrations, queries
@@ -195,21 +194,6 @@ class Listener:
 
 
 @dataclass(frozen=True, slots=True)
-class Inserted:
-    id: int
-    message_id: str
-    content_hash: str
-    created: bool
-    status: str
-
-
-@dataclass(frozen=True, slots=True)
-class InsertedMany:
-    rows: list[tuple[str, int, str, bool, str]]  # key, id, message_id, created, status
-    conflicts: list[str]
-
-
-@dataclass(frozen=True, slots=True)
 class OutboxRow:
     id: int
     idempotency_key: str
@@ -271,139 +255,6 @@ def migrate(conn: Conn) -> list[str]:
                 applied.append(f"{version:04d}_{name}")
         conn.commit()
     return applied
-
-
-def insert_message(
-    conn: Conn,
-    *,
-    key: str,
-    recipient: str,
-    template: str,
-    params: str,
-    content_hash: str,
-    message_id: str,
-    priority: str,
-    template_version: str | None = None,
-    trace_context: str | None = None,
-    sender: str | None = None,
-) -> Inserted:
-    args = {
-        "key": key,
-        "recipient": recipient,
-        "template": template,
-        "params": params,
-        "content_hash": content_hash,
-        "message_id": message_id,
-        "priority": priority,
-        "template_version": template_version,
-        "trace_context": trace_context,
-        "sender": sender,
-    }
-    with translate_errors(), conn.cursor(row_factory=tuple_row) as cur:
-        row = cur.execute(queries["insert_message"], args).fetchone()
-        if row is None:
-            # Another transaction inserted the key after our statement's
-            # snapshot; ON CONFLICT waited for it, so it is visible now.
-            row = cur.execute(queries["find_by_key"], args).fetchone()
-        if row is None:
-            raise StoreError(f"idempotency key {key!r} neither inserted nor found")
-    return Inserted(row[0], row[1], row[2], row[3], row[4])
-
-
-# key, recipient, template, params, content_hash, message_id, priority,
-# template_version, trace_context, sender: the columns enqueue_many writes
-NewRow = tuple[str, str, str, str, str, str, str, str | None, str | None, str | None]
-
-
-def insert_many(conn: Conn, rows: Iterable[NewRow]) -> InsertedMany:
-    """Insert ``rows`` (consumed once), all or none.
-
-    The common case, keys never seen before, is one COPY straight into the
-    outbox, inside a savepoint. If a key exists, the COPY fails on the unique
-    index, the savepoint is rolled back, and the rows go the careful way:
-    a scratch table, then INSERT ... ON CONFLICT DO NOTHING.
-    """
-    written: list[NewRow] = []
-
-    def tracked() -> Iterator[NewRow]:
-        for row in rows:
-            written.append(row)
-            yield row
-
-    stream = tracked()
-    try:
-        # Read outside the savepoint, this also opens the caller's transaction when
-        # none is open yet; otherwise transaction() would begin and commit one of
-        # its own, and the rows would outlive the caller's rollback.
-        found = conn.execute(queries["outbox_id_mark"]).fetchone()
-        mark = int(found[0]) if found else 0
-        with conn.transaction():
-            copied = _copy_new(conn, stream, written, mark)
-    except psycopg.errors.UniqueViolation:
-        copied = None
-    except psycopg.Error as exc:
-        raise StoreError(f"database error: {exc}") from exc
-    if copied is None:
-        written.extend(stream)  # the rows not yet streamed when the COPY failed
-        copied = _insert_staged(conn, written)
-    with translate_errors():
-        for priority in sorted({row[6] for row in written}):
-            conn.execute(queries["notify_due"], {"priority": priority})
-    return copied
-
-
-def _copy_new(
-    conn: Conn, stream: Iterator[NewRow], written: list[NewRow], mark: int
-) -> InsertedMany:
-    with conn.cursor(row_factory=tuple_row) as cur:
-        with cur.copy(queries["copy_outbox"]) as copy:
-            for row in stream:
-                copy.write_row(row)
-        last = cur.execute(queries["outbox_id_last"]).fetchone()
-        bounds = {"after": mark, "last": last[0] if last else 0}
-        copied = cur.execute(queries["copied_rows"], bounds).fetchall()
-        if len(copied) != len(written):
-            raise StoreError(f"copied {len(written)} rows but found {len(copied)}")
-        suppressed = [(id_, reason) for id_, reason in copied if reason]
-        if suppressed:
-            ids, reasons = zip(*suppressed, strict=True)
-            cur.execute(queries["suppress_copied"], {"ids": list(ids), "reasons": list(reasons)})
-    return InsertedMany(
-        [
-            (row[0], id_, row[5], True, "suppressed" if reason else "pending")
-            for row, (id_, reason) in zip(written, copied, strict=True)
-        ],
-        [],
-    )
-
-
-def _insert_staged(conn: Conn, rows: Sequence[NewRow]) -> InsertedMany:
-    with translate_errors(), conn.transaction(), conn.cursor(row_factory=tuple_row) as cur:
-        cur.execute(queries["create_staging"])
-        cur.execute(queries["clear_staging"])
-        with cur.copy(queries["copy_staging"]) as copy:
-            for row in rows:
-                copy.write_row(row)
-        conflicts = [r[0] for r in cur.execute(queries["staging_conflicts"]).fetchall()]
-        if conflicts:
-            return InsertedMany([], conflicts)
-        jit = cur.execute(queries["jit_off"]).fetchone()
-        created = {r[0]: (r[1], r[2], True, r[3]) for r in cur.execute(queries["insert_staging"])}
-        if jit is not None:
-            cur.execute(queries["jit_restore"], {"previous": jit[0]})
-        found: dict[str, tuple[int, str, bool, str]] = {}
-        if len(created) < len(rows):
-            keys = [row[0] for row in rows if row[0] not in created]
-            found = {
-                r[0]: (r[1], r[2], False, r[3])
-                for r in cur.execute(queries["existing_keys"], {"keys": keys})
-            }
-        cur.execute(queries["clear_staging"])
-    stored = created | found
-    missing = [row[0] for row in rows if row[0] not in stored]
-    if missing:  # existed at the insert, gone a moment later: deleted by hand meanwhile
-        raise StoreError(f"rows of keys {missing[:5]} were deleted while being enqueued")
-    return InsertedMany([(row[0], *stored[row[0]]) for row in rows], [])
 
 
 def count_in_flight(conn: Conn, priority: str) -> int:
@@ -585,32 +436,6 @@ def unsubscribe_recipient(conn: Conn, outbox_id: int) -> str | None:
     with translate_errors():
         row = conn.execute(queries["unsubscribe_recipient"], {"id": outbox_id}).fetchone()
     return None if row is None else str(row[0])
-
-
-def store_template_version(
-    conn: Conn,
-    *,
-    version: str,
-    name: str,
-    files: dict[str, str],
-    compiled_html: str | None,
-    compiled_text: str | None,
-) -> None:
-    """Commit a template version on a short connection of its own (see message.versions)."""
-    args = {
-        "hash": version,
-        "name": name,
-        "files": Jsonb(files),
-        "compiled_html": compiled_html,
-        "compiled_text": compiled_text,
-    }
-    try:
-        with psycopg.connect(
-            conn.info.dsn, password=conn.info.password, autocommit=True, connect_timeout=10
-        ) as own:
-            own.execute(queries["store_template_version"], args)
-    except psycopg.Error as exc:
-        raise StoreError(f"could not store template version: {exc}") from exc
 
 
 def find_template_version(conn: Conn, version: str) -> tuple[Any, ...] | None:
