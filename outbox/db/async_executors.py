@@ -68,7 +68,7 @@ class AsyncPsycopgExecutor:
                             await copy.write_row(row)
                     return []
                 await cur.execute(op.sql, op.params or None)
-                return await cur.fetchall() if op.returns_rows else []
+                return await cur.fetchall() if cur.description is not None else []
         except psycopg.errors.UniqueViolation as exc:
             raise DuplicateKey(f"database error: {exc}") from exc
         except psycopg.Error as exc:
@@ -105,7 +105,7 @@ class AsyncpgExecutor:
                 return []
             sql, args = render(op, NUMERIC_DOLLAR)
             if not op.returns_rows:
-                await self.conn.execute(sql)
+                await self.conn.execute(sql, *args)
                 return []
             return [tuple(r) for r in await self.conn.fetch(sql, *args)]
         except self.errors as exc:
@@ -136,7 +136,7 @@ class AsyncSqlAlchemyExecutor:
         sql, params = render(op, self.style)
         try:
             result = await self.conn.exec_driver_sql(sql, params or None)
-            return [tuple(r) for r in result.fetchall()] if op.returns_rows else []
+            return [tuple(r) for r in result.fetchall()] if result.returns_rows else []
         except self.error as exc:
             if sqlstate(exc) == UNIQUE_VIOLATION:
                 raise DuplicateKey(f"database error: {exc.orig}") from exc

@@ -101,7 +101,7 @@ class PsycopgExecutor:
                     return []
                 # The SQL comes from queries.sql, its column lists from intake's row.
                 cur.execute(op.sql, op.params or None)
-                return cur.fetchall() if op.returns_rows else []
+                return cur.fetchall() if cur.description is not None else []
         except psycopg.errors.UniqueViolation as exc:
             raise DuplicateKey(f"database error: {exc}") from exc
         except psycopg.Error as exc:
@@ -128,7 +128,7 @@ class Psycopg2Executor:
         try:
             with self.conn.cursor(cursor_factory=self.cursor_type) as cur:
                 cur.execute(op.sql, op.params or None)
-                return [tuple(r) for r in cur.fetchall()] if op.returns_rows else []
+                return [tuple(r) for r in cur.fetchall()] if cur.description else []
         except self.error as exc:
             if sqlstate(exc) == UNIQUE_VIOLATION:
                 raise DuplicateKey(f"database error: {exc}") from exc
@@ -162,7 +162,7 @@ class SqlAlchemyExecutor:
         sql, params = render(op, self.style)
         try:
             result = self.conn.exec_driver_sql(sql, params or None)
-            return [tuple(r) for r in result.fetchall()] if op.returns_rows else []
+            return [tuple(r) for r in result.fetchall()] if result.returns_rows else []
         except self.error as exc:
             if sqlstate(exc) == UNIQUE_VIOLATION:
                 raise DuplicateKey(f"database error: {exc.orig}") from exc

@@ -39,7 +39,7 @@ class Statement:
 
     sql: str
     params: Mapping[str, Any]
-    returns_rows: bool = True  # False: a command (SAVEPOINT...), run without fetching
+    returns_rows: bool = True  # False: a command (SAVEPOINT, UPDATE), nothing to fetch
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,8 +145,13 @@ def existing_keys(keys: Sequence[str]) -> Statement:
     return Statement(queries["existing_keys"], {"keys": list(keys)})
 
 
+ENQUEUED = "enqueued"  # the status_reason of a new row, as insert_message and insert_rows write it
+
+
 def copy_outbox(columns: Sequence[Column], rows: Iterable[tuple[Any, ...]]) -> Copy:
-    return Copy("email_outbox", tuple(c.name for c in columns), rows)
+    """COPY new rows; suppressed ones become audit rows afterwards (suppress_copied)."""
+    names = (*(c.name for c in columns), "status_reason")
+    return Copy("email_outbox", names, ((*row, ENQUEUED) for row in rows))
 
 
 def copy_sql(copy: Copy) -> str:
@@ -167,7 +172,9 @@ def copied_rows(after: int, last: int) -> Statement:
 
 
 def suppress_copied(ids: Sequence[int], reasons: Sequence[str]) -> Statement:
-    return Statement(queries["suppress_copied"], {"ids": list(ids), "reasons": list(reasons)})
+    return Statement(
+        queries["suppress_copied"], {"ids": list(ids), "reasons": list(reasons)}, returns_rows=False
+    )
 
 
 def notify_due(priority: str) -> Statement:

@@ -96,8 +96,11 @@ def test_insert_rows_refuses_a_row_of_the_wrong_width() -> None:
 
 
 def test_copy_names_the_columns() -> None:
-    copy = statement.copy_outbox(COLS, iter([]))
-    assert statement.copy_sql(copy) == "COPY email_outbox (idempotency_key, params, x) FROM STDIN"
+    copy = statement.copy_outbox(COLS, iter([("k", "{}", None)]))
+    assert statement.copy_sql(copy) == (
+        "COPY email_outbox (idempotency_key, params, x, status_reason) FROM STDIN"
+    )
+    assert list(copy.rows) == [("k", "{}", None, "enqueued")]  # as insert_message writes it
 
 
 def test_the_columns_follow_the_row_fields() -> None:
