@@ -7,6 +7,8 @@ from typing import Any
 
 import psycopg
 import pytest
+import sqlalchemy
+from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column
 
 import outbox
 from outbox.config import Settings
@@ -46,6 +48,18 @@ def news(n: int, start: int = 0) -> list[dict[str, Any]]:
         }
         for i in range(start, start + n)
     ]
+
+
+class Base(DeclarativeBase):
+    pass
+
+
+class Order(Base):
+    """An application's own table, for the ORM session test."""
+
+    __tablename__ = "app_order"
+    id: Mapped[int] = mapped_column(primary_key=True)
+    email: Mapped[str]
 
 
 @pytest.fixture(params=sorted(SYNC))
@@ -269,3 +283,29 @@ def test_async_concurrent_enqueues_each_in_its_own_transaction(
     assert len({r.id for r in shared}) == 1
     assert all(r.created for r in results if r.idempotency_key != "shared")
     assert count(settings) == 7
+
+
+def test_a_session_flushes_its_pending_objects_first(settings: Settings) -> None:
+    """The email is written after the business rows the session holds, in one transaction."""
+    url = settings.database_url.replace("postgresql://", "postgresql+psycopg://", 1)
+    engine = sqlalchemy.create_engine(url, poolclass=sqlalchemy.pool.NullPool)
+    try:
+        Base.metadata.create_all(engine)
+        with Session(engine) as session:
+            session.add(Order(email="alice@example.com"))
+            result = outbox.enqueue(session, **login("order-1"), settings=settings)
+            # Flushed before the email, in the same transaction: both seen together.
+            seen = session.execute(
+                sqlalchemy.text(
+                    "SELECT (SELECT count(*) FROM app_order),"
+                    " (SELECT count(*) FROM email_outbox WHERE id = :id)"
+                ),
+                {"id": result.id},
+            ).one()
+            assert tuple(seen) == (1, 1)
+            assert not session.new
+            session.rollback()
+        assert count(settings) == 0
+    finally:
+        Base.metadata.drop_all(engine)
+        engine.dispose()
