@@ -29,7 +29,8 @@ import orjson
 from outbox import intake, redact
 from outbox.config import Settings
 from outbox.db import store
-from outbox.errors import IdempotencyConflict, InvalidMessage, StoreError
+from outbox.errors import IdempotencyConflict, InvalidKey, InvalidMessage, StoreError
+from outbox.validate import check_key
 from outbox.web import api_keys, email_request
 from outbox.web.email_request import CONFLICT, INVALID, KEY_HEADER, PROBLEM, problem
 from outbox.web.openapi import document
@@ -215,7 +216,11 @@ class EmailsApi:
         if len(keys) != 1 or not keys[0]:
             error = email_request.BadField("idempotency_key", "one query parameter is required")
             return _invalid([error])
-        return self._email(key, key_=keys[0])
+        try:
+            checked = check_key(keys[0])  # a key enqueue would refuse names no email
+        except InvalidKey as exc:
+            return _invalid([email_request.BadField("idempotency_key", str(exc))])
+        return self._email(key, key_=checked)
 
     def _email(self, key: Key, *, id_: int | None = None, key_: str | None = None) -> ApiResponse:
         with self.pool.connection() as conn:

@@ -120,7 +120,7 @@ def document() -> dict[str, Any]:
                     "responses": {
                         "200": _ok("the email", "Email"),
                         "404": _problem("no email with that key"),
-                        "422": _problem("the key is missing"),
+                        "422": _problem("the key is missing or no key enqueue would take"),
                         **_COMMON,
                     },
                 },
