@@ -1,7 +1,7 @@
 """Run intake's statements on the caller's own synchronous connection.
 
 Each executor takes the connection an application already has (psycopg 3,
-psycopg2, an SQLAlchemy ``Connection`` or ``Session``), runs the neutral
+psycopg2, an SQLAlchemy ``Connection`` or ``Session``, Django's), runs the neutral
 statements of :mod:`outbox.db.statement` in that connection's current
 transaction and never commits. Driver errors become
 :class:`~outbox.errors.StoreError` here, a unique violation
@@ -169,6 +169,42 @@ class SqlAlchemyExecutor:
             raise StoreError(f"database error: {exc.orig}") from exc
 
 
+class DjangoExecutor:
+    """Django's connection: statements through its cursor, so Django sees them as its own
+    (query logging, its error wrapping, a failed atomic block marked for rollback).
+
+    On the psycopg 3 backend the COPY goes through the connection underneath,
+    in the same transaction; psycopg2's takes the multi-row insert.
+    """
+
+    def __init__(self, conn: Any) -> None:
+        import django.db  # noqa: PLC0415  # optional: only with such a connection
+
+        if conn.vendor != "postgresql":
+            raise TypeError(f"enqueue needs a PostgreSQL database, not {conn.vendor}")
+        conn.ensure_connection()
+        self.conn = conn
+        self.raw = conn.connection
+        self.has_copy = isinstance(self.raw, psycopg.Connection)
+        self.database = database_of(self.raw)
+        self.error = django.db.DatabaseError
+
+    def transactional(self) -> bool:
+        return not self.conn.get_autocommit()
+
+    def execute(self, op: Op) -> Rows:
+        if isinstance(op, Copy):
+            return PsycopgExecutor(self.raw).execute(op)
+        try:
+            with self.conn.cursor() as cur:
+                cur.execute(op.sql, op.params or None)
+                return [tuple(r) for r in cur.fetchall()] if cur.description else []
+        except self.error as exc:
+            if sqlstate(exc) == UNIQUE_VIOLATION:
+                raise DuplicateKey(f"database error: {exc}") from exc
+            raise StoreError(f"database error: {exc}") from exc
+
+
 def executor_for(conn: object) -> Executor:
     """The executor for ``conn``, chosen by its type; TypeError names the accepted ones."""
     if isinstance(conn, psycopg.Connection):
@@ -188,6 +224,11 @@ def executor_for(conn: object) -> Executor:
             return SqlAlchemyExecutor(conn.connection())
         if isinstance(conn, sqlalchemy.Connection):
             return SqlAlchemyExecutor(conn)
+    if module.startswith("django.db"):
+        from django.db.backends.base.base import BaseDatabaseWrapper  # noqa: PLC0415
+
+        if isinstance(conn, BaseDatabaseWrapper):
+            return DjangoExecutor(conn)
     hint = ""
     if isinstance(conn, psycopg.AsyncConnection) or module.startswith(
         ("asyncpg", "sqlalchemy.ext.asyncio")

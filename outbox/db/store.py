@@ -18,6 +18,7 @@ from typing import Any, LiteralString
 
 import orjson
 import psycopg
+import psycopg.conninfo
 import psycopg.sql
 from psycopg.rows import dict_row, tuple_row
 from psycopg_pool import ConnectionPool, PoolTimeout
@@ -45,6 +46,13 @@ def connect(url: str, *, autocommit: bool = False, timeout: float = 10.0) -> Con
     """A connection of its own, for the processes that keep one (metrics, LISTEN, CLI)."""
     with translate_errors():
         return psycopg.connect(url, autocommit=autocommit, connect_timeout=max(1, int(timeout)))
+
+
+def connect_params(**params: str | None) -> Conn:
+    """A connection from libpq keywords (dbname, user, host…), as a framework's settings give."""
+    conninfo = psycopg.conninfo.make_conninfo(**{k: v for k, v in params.items() if v is not None})
+    with translate_errors():
+        return psycopg.connect(conninfo)
 
 
 def connection_lost(exc: BaseException, conn: Conn) -> bool:

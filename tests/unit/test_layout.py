@@ -39,7 +39,7 @@ LAYERS: list[set[str]] = [
     },  # pure core
     {"db", "transports", "message", "pacing", "broker", "telemetry", "validate"},  # I/O edges
     {"delivery", "relay", "feedback", "intake", "preflight"},  # orchestration
-    {"cli", "worker", "web", "testing"},  # processes
+    {"cli", "worker", "web", "testing", "django"},  # processes (django: an app in yours)
 ]
 DRIVERS = {"psycopg", "psycopg_pool", "dramatiq", "redis", "smtplib", "httpx", "boto3"}
 
