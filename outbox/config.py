@@ -105,6 +105,7 @@ class Settings:
     web_concurrency: int = 200  # connections and requests `outbox web` serves at once
     web_backlog: int = 2048  # its listen queue
     web_timeout: float = 10.0  # seconds a client has to send a whole request
+    web_pool_size: int = 16  # Postgres connections of `outbox web` (requests committing at once)
     api_rate: float = 100.0  # HTTP API requests per second per key, per `outbox web` process
     api_burst: int = 200  # requests a key may make at once before the rate applies
 
@@ -147,6 +148,7 @@ class Settings:
             "web_concurrency",
             "web_backlog",
             "api_burst",
+            "web_pool_size",
         ):
             if getattr(self, name) < 1:
                 raise ConfigError(f"OUTBOX_{name.upper()} must be at least 1")

@@ -54,6 +54,7 @@ READERS: dict[str, frozenset[str]] = {
     "web_concurrency": frozenset({"web"}),
     "web_backlog": frozenset({"web"}),
     "web_timeout": frozenset({"web"}),
+    "web_pool_size": frozenset({"web"}),
     "api_rate": frozenset({"web"}),
     "api_burst": frozenset({"web"}),
     "soft_bounce_limit": frozenset({"web", "bounces"}),

@@ -13,7 +13,7 @@ from typing import Any, Protocol, TypeVar, cast
 import psycopg
 from psycopg.rows import tuple_row
 
-from outbox.db.executors import UNIQUE_VIOLATION, database_of, sqlstate
+from outbox.db.executors import TUPLES_OK, UNIQUE_VIOLATION, database_of, sqlstate
 from outbox.db.statement import NUMERIC_DOLLAR, Copy, Op, Plan, Rows, copy_sql, render
 from outbox.errors import DuplicateKey, StoreError
 
@@ -68,7 +68,8 @@ class AsyncPsycopgExecutor:
                             await copy.write_row(row)
                     return []
                 await cur.execute(op.sql, op.params or None)
-                return await cur.fetchall() if cur.description is not None else []
+                result = cur.pgresult
+                return await cur.fetchall() if result and result.status == TUPLES_OK else []
         except psycopg.errors.UniqueViolation as exc:
             raise DuplicateKey(f"database error: {exc}") from exc
         except psycopg.Error as exc:

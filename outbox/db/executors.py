@@ -17,6 +17,7 @@ from __future__ import annotations
 from typing import Any, Protocol, TypeVar, cast
 
 import psycopg
+from psycopg.pq import ExecStatus
 from psycopg.rows import tuple_row
 
 from outbox.db.statement import Copy, Op, Plan, Rows, copy_sql, render
@@ -24,6 +25,7 @@ from outbox.errors import DuplicateKey, StoreError
 
 T = TypeVar("T")
 UNIQUE_VIOLATION = "23505"
+TUPLES_OK = ExecStatus.TUPLES_OK
 
 SYNC_TYPES = "a psycopg Connection, a psycopg2 connection, or an SQLAlchemy Connection or Session"
 
@@ -101,7 +103,9 @@ class PsycopgExecutor:
                     return []
                 # The SQL comes from queries.sql, its column lists from intake's row.
                 cur.execute(op.sql, op.params or None)
-                return cur.fetchall() if cur.description is not None else []
+                # The result's status, not cur.description: that builds column objects.
+                result = cur.pgresult
+                return cur.fetchall() if result and result.status == TUPLES_OK else []
         except psycopg.errors.UniqueViolation as exc:
             raise DuplicateKey(f"database error: {exc}") from exc
         except psycopg.Error as exc:

@@ -358,7 +358,9 @@ def serve(settings: Settings, host: str, port: int, stop: threading.Event) -> No
     with store.Pool(
         settings.database_url,
         name="outbox-web",
-        max_size=8,
+        # A request holds a connection until its commit: with commits of a few
+        # milliseconds, this bounds the HTTP API's emails per second.
+        max_size=settings.web_pool_size,
         prepare=settings.prepared_statements == "on",
     ) as pool:
         server = make_server(settings, pool, host, port)
