@@ -96,9 +96,11 @@ def enqueue(
     """Add one email to the outbox in ``conn``'s current transaction.
 
     ``conn`` is the application's own connection: a psycopg 3 ``Connection``,
-    a psycopg2 connection, or an SQLAlchemy ``Connection`` or ``Session`` (its
-    pending objects are flushed first). The email is one statement that never
-    commits: it exists exactly when the caller's business transaction commits.
+    a psycopg2 connection, an SQLAlchemy ``Connection`` or ``Session`` (its
+    pending objects are flushed first), or Django's. A new email is one
+    statement (a known key takes a second, to read the stored row) and nothing
+    here commits: the email exists exactly when the caller's business
+    transaction commits.
     A recipient on the suppression list (for a ``bulk`` email, or for all
     mail) gets an audit row in status ``suppressed`` that is never sent:
     ``result.suppressed`` says so; the check is an indexed lookup inside the
@@ -282,8 +284,8 @@ def _one_plan(row: _Row, template: Template, database: object) -> Plan[tuple[Any
     values = {c.field: getattr(row, c.field) for c in COLUMNS}
     found = yield statement.insert_message(COLUMNS, values)
     if not found:
-        # Another transaction inserted the key after our statement's
-        # snapshot; ON CONFLICT waited for it, so it is visible now.
+        # The key exists: a new statement sees it, even when another transaction
+        # inserted it after the insert's snapshot (ON CONFLICT waited for it).
         found = yield statement.find_by_key(row.key)
     if not found:
         raise StoreError(f"idempotency key {row.key!r} neither inserted nor found")

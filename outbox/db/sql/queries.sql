@@ -1,8 +1,9 @@
 -- insert_message --
 -- Insert one email unless its key exists; a suppressed recipient's email is
 -- written as a `suppressed` audit row that is never sent. Wakes the relays at
--- commit when there is something to send. The column list is intake's row
--- (outbox.db.statement fills the markers).
+-- commit when there is something to send. No row back: the key exists
+-- (find_by_key). The column list is intake's row (outbox.db.statement fills
+-- the markers).
 WITH suppression AS (
     SELECT reason FROM email_suppression
     WHERE address = lower(%(recipient)s) AND (scope = 'all' OR %(priority)s = 'bulk')
@@ -17,14 +18,11 @@ WITH suppression AS (
 )
 SELECT id, message_id, content_hash, true AS created, status,
        CASE WHEN status = 'pending' THEN pg_notify('outbox_due', priority) END
-FROM inserted
-UNION ALL
-SELECT id, message_id, content_hash, false, status, NULL
-FROM email_outbox
-WHERE idempotency_key = %(key)s AND NOT EXISTS (SELECT FROM inserted);
+FROM inserted;
 
 -- find_by_key --
--- The stored identity of a key, for a key inserted by a concurrent transaction.
+-- The stored identity of a key insert_message found there (before, or inserted
+-- by a concurrent transaction that insert_message's ON CONFLICT waited for).
 SELECT id, message_id, content_hash, false AS created, status, NULL
 FROM email_outbox WHERE idempotency_key = %(key)s;
 
