@@ -250,6 +250,18 @@ def test_async_commit_rollback_savepoint_and_known_keys(
                 await outbox.enqueue_async(
                     h.conn, **login("kept", to="bob@example.com"), settings=settings
                 )
+            broken = news(3)
+            broken[2]["to"] = "broken@"
+            with pytest.raises(InvalidAddress, match="#2"):
+                await outbox.enqueue_many_async(h.conn, broken, settings=settings)
+            await outbox.enqueue_many_async(h.conn, news(1, start=9), settings=settings)
+            await h.commit()
+            with pytest.raises(IdempotencyConflict, match="nl-9"):
+                await outbox.enqueue_many_async(
+                    h.conn,
+                    [*news(2), {**news(1, start=9)[0], "to": "z@example.com"}],
+                    settings=settings,
+                )
             many = await outbox.enqueue_many_async(h.conn, news(4), settings=settings)
             both = await outbox.enqueue_many_async(h.conn, news(6), settings=settings)
             await h.commit()
@@ -259,7 +271,7 @@ def test_async_commit_rollback_savepoint_and_known_keys(
 
     asyncio.run(main())
     keys = [r[0] for r in query(settings, "SELECT idempotency_key FROM email_outbox ORDER BY 1")]
-    assert keys == ["kept"] + [f"nl-{i}" for i in range(6)]
+    assert keys == ["kept"] + [f"nl-{i}" for i in range(6)] + ["nl-9"]
 
 
 def test_async_concurrent_enqueues_each_in_its_own_transaction(
