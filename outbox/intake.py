@@ -280,7 +280,6 @@ def _store_versions(templates: Iterable[Template], database: object) -> Plan[Non
 
 
 def _one_plan(row: _Row, template: Template, database: object) -> Plan[tuple[Any, ...]]:
-    yield from _store_versions([template], database)
     values = {c.field: getattr(row, c.field) for c in COLUMNS}
     found = yield statement.insert_message(COLUMNS, values)
     if not found:
@@ -289,6 +288,9 @@ def _one_plan(row: _Row, template: Template, database: object) -> Plan[tuple[Any
         found = yield statement.find_by_key(row.key)
     if not found:
         raise StoreError(f"idempotency key {row.key!r} neither inserted nor found")
+    # After the row, as enqueue_many does: transactions that wait on each other's
+    # keys and versions take them in one order, so they cannot deadlock.
+    yield from _store_versions([template], database)
     return found[0]
 
 
