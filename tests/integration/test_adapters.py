@@ -321,3 +321,23 @@ def test_a_session_flushes_its_pending_objects_first(settings: Settings) -> None
     finally:
         Base.metadata.drop_all(engine)
         engine.dispose()
+
+
+def test_async_many_transactions_racing_for_one_key_get_one_email(
+    async_driver: Any, settings: Settings
+) -> None:
+    """The key's and the Message-ID's unique indexes both decide: no race may fail."""
+
+    async def one() -> outbox.Enqueued:
+        async with async_driver(settings.database_url) as h:
+            result = await outbox.enqueue_async(h.conn, **login("race"), settings=settings)
+            await h.commit()
+            return result
+
+    async def main() -> list[outbox.Enqueued]:
+        return await asyncio.gather(*(one() for _ in range(24)))
+
+    results = asyncio.run(main())
+    assert sum(r.created for r in results) == 1
+    assert len({(r.id, r.message_id) for r in results}) == 1
+    assert count(settings) == 1

@@ -13,7 +13,9 @@ WITH suppression AS (
            CASE WHEN s.reason IS NULL THEN 'pending' ELSE 'suppressed' END,
            CASE WHEN s.reason IS NULL THEN 'enqueued' ELSE 'recipient suppressed: ' || s.reason END
     FROM (SELECT 1) AS one LEFT JOIN suppression s ON true
-    ON CONFLICT (idempotency_key) DO NOTHING
+    -- Every unique index is an arbiter: a concurrent insert of the same key can
+    -- meet the Message-ID's index first, and must not fail there either.
+    ON CONFLICT DO NOTHING
     RETURNING id, message_id, content_hash, priority, status
 )
 SELECT id, message_id, content_hash, true AS created, status,
@@ -93,7 +95,7 @@ WITH given AS (
         ON x.address = lower(g.recipient) AND (x.scope = 'all' OR g.priority = 'bulk')
     WHERE NOT EXISTS (SELECT FROM conflicts)
     ORDER BY g.ordinality
-    ON CONFLICT (idempotency_key) DO NOTHING
+    ON CONFLICT DO NOTHING  -- any unique index, as in insert_message
     RETURNING idempotency_key, id, message_id, status
 )
 SELECT g.idempotency_key, coalesce(i.id, k.id), coalesce(i.message_id, k.message_id),
