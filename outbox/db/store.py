@@ -1,4 +1,6 @@
-"""One function per named query; psycopg errors become StoreError here only.
+"""One function per named query, on Outbox's own psycopg connections; psycopg
+errors become StoreError here (and, for enqueue on an application's
+connection of any driver, in :mod:`outbox.db.executors`).
 
 Functions take a connection and never commit, except :func:`migrate`; the
 caller owns the transaction.
