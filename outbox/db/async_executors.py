@@ -162,6 +162,9 @@ async def executor_for(conn: object) -> AsyncExecutor:
             await conn.flush()  # pending objects first: the email may name rows they insert
             conn = await conn.connection()
         if isinstance(conn, AsyncConnection):
+            synced = conn.sync_connection  # started: its driver connection is at hand
+            if synced is not None and not synced.closed:
+                return AsyncSqlAlchemyExecutor(conn, synced.connection.driver_connection)
             raw = await conn.get_raw_connection()
             return AsyncSqlAlchemyExecutor(conn, raw.driver_connection)
     hint = ""
