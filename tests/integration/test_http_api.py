@@ -266,3 +266,17 @@ def test_api_keys_command_creates_lists_and_revokes(settings: Settings) -> None:
     assert outbox("revoke", name).stdout.strip() == "revoked"
     assert outbox("revoke", name).returncode == 1
     assert "revoked" in outbox("list").stdout
+
+
+def test_too_large_wrong_method_and_unknown_route(api: Api) -> None:
+    token = api.key()
+    big = {**LOGIN_EMAIL, "params": {**LOGIN, "pad": "x" * 300_000}}
+    too_large = api.post("/v1/emails", token, big, key="big")
+    assert too_large.status_code == 413
+    assert too_large.headers["content-type"] == "application/problem+json"
+    headers = {"Authorization": f"Bearer {token}"}
+    wrong = api.client.delete(api.url + "/v1/emails", headers=headers)
+    assert wrong.status_code == 405
+    assert wrong.headers["allow"] == "GET, POST"
+    assert api.client.get(api.url + "/v1/nothing", headers=headers).status_code == 404
+    assert count(api.settings) == 0
