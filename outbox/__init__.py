@@ -1,6 +1,7 @@
 """Outbox: transactional email sent once per business event.
 
-The application calls :func:`enqueue` inside its own Postgres transaction; the
+The application calls :func:`enqueue` (or ``await`` :func:`enqueue_async`) inside its
+own Postgres transaction, on whatever driver it uses; the
 relay and the send workers do the rest.
 """
 
@@ -28,14 +29,22 @@ from outbox.errors import (
 from outbox.models import Priority, Status
 
 if TYPE_CHECKING:
-    from outbox.intake import Enqueued, enqueue, enqueue_many
+    from outbox.intake import (
+        Enqueued,
+        enqueue,
+        enqueue_async,
+        enqueue_many,
+        enqueue_many_async,
+    )
 
 # Imported on first use: they bring in psycopg, which tools that only parse
 # (`python -m outbox.bounces`) do not need.
 _LAZY = {
     "Enqueued": "outbox.intake",
     "enqueue": "outbox.intake",
+    "enqueue_async": "outbox.intake",
     "enqueue_many": "outbox.intake",
+    "enqueue_many_async": "outbox.intake",
 }
 
 
@@ -64,5 +73,7 @@ __all__ = [
     "TransportError",
     "UnknownTemplate",
     "enqueue",
+    "enqueue_async",
     "enqueue_many",
+    "enqueue_many_async",
 ]

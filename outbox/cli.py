@@ -152,7 +152,17 @@ def _parser() -> argparse.ArgumentParser:  # noqa: PLR0915 (one statement per co
     templates.add_argument("--to", default="recipient@example.com", help="preview: recipient")
     templates.add_argument("--priority", choices=["high", "bulk"], help="preview: priority")
     templates.add_argument("--out", type=Path, default=Path(), help="preview: output folder")
-    web = command("web", cmd_web, "unsubscribe links (RFC 8058) and provider bounce webhooks")
+    api_keys = command("api-keys", cmd_api_keys, "keys of the HTTP API (`outbox web`, /v1/)")
+    api_keys.add_argument("action", choices=["create", "list", "revoke"])
+    api_keys.add_argument("name", nargs="?", help="create, revoke: the key's name")
+    api_keys.add_argument(
+        "--scope",
+        action="append",
+        choices=["send", "read"],
+        help="create: send (enqueue, look up with the recipient redacted; the default), "
+        "read (look up with the recipient in clear); repeat for both",
+    )
+    web = command("web", cmd_web, "the HTTP API, unsubscribe links and bounce webhooks")
     web.set_defaults(process="web")
     # PORT is the platform's (Heroku-like hosts), not an Outbox setting.
     web.add_argument("--port", type=int, default=int(os.environ.get("PORT") or 8000))
@@ -529,6 +539,48 @@ def cmd_suppress(settings: Settings, args: argparse.Namespace) -> int:
                 print(
                     f"{entry.created_at:%Y-%m-%d %H:%M}  {entry.scope:<4}  {entry.reason:<12}  "
                     f"{shown}"
+                )
+    return 0
+
+
+def cmd_api_keys(settings: Settings, args: argparse.Namespace) -> int:
+    from outbox.db import store  # noqa: PLC0415
+    from outbox.web import api_keys  # noqa: PLC0415
+
+    if args.action != "list" and not args.name:
+        print(f"outbox api-keys {args.action} needs a NAME", file=sys.stderr)
+        return 2
+    with _connect(settings) as conn:
+        if args.action == "create":
+            token = api_keys.new_token()
+            scopes = api_keys.checked_scopes(args.scope or ["send"])
+            store.create_api_key(
+                conn,
+                name=args.name,
+                token_hash=api_keys.token_hash(token),
+                prefix=api_keys.shown_prefix(token),
+                scopes=scopes,
+            )
+            store.commit(conn)
+            # The one time the key is shown: only its hash is kept.
+            print(token)
+            print(
+                f"API key {args.name!r} ({', '.join(scopes)}): store it now, it is not shown again",
+                file=sys.stderr,
+            )
+        elif args.action == "revoke":
+            revoked = store.revoke_api_key(conn, args.name)
+            store.commit(conn)
+            print("revoked" if revoked else f"no live API key named {args.name!r}")
+            return 0 if revoked else 1
+        else:
+            for key in store.list_api_keys(conn):
+                state = (
+                    f"revoked {key['revoked_at']:%Y-%m-%d %H:%M}" if key["revoked_at"] else "live"
+                )
+                print(
+                    f"{key['created_at']:%Y-%m-%d %H:%M}  {key['prefix']}…  "
+                    f"{','.join(key['scopes']):<10}  {state:<22}  {key['name']}"
                 )
     return 0
 

@@ -104,6 +104,9 @@ class Settings:
     web_concurrency: int = 200  # connections and requests `outbox web` serves at once
     web_backlog: int = 2048  # its listen queue
     web_timeout: float = 10.0  # seconds a client has to send a whole request
+    web_pool_size: int = 16  # Postgres connections of `outbox web` (requests committing at once)
+    api_rate: float = 100.0  # HTTP API requests per second per key, per `outbox web` process
+    api_burst: int = 200  # requests a key may make at once before the rate applies
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
@@ -143,6 +146,8 @@ class Settings:
             "bounce_peer_bytes_per_hour",
             "web_concurrency",
             "web_backlog",
+            "api_burst",
+            "web_pool_size",
         ):
             if getattr(self, name) < 1:
                 raise ConfigError(f"OUTBOX_{name.upper()} must be at least 1")
@@ -168,6 +173,8 @@ class Settings:
         self.rate_limits_parsed()  # raises on a malformed rate
         if self.web_timeout <= 0:
             raise ConfigError("OUTBOX_WEB_TIMEOUT must be above 0")
+        if self.api_rate <= 0:
+            raise ConfigError("OUTBOX_API_RATE must be above 0")
         if self.smtp_plaintext_auth not in {"never", "loopback"}:
             raise ConfigError("OUTBOX_SMTP_PLAINTEXT_AUTH must be never or loopback")
         _check_sender(self.sender)

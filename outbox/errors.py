@@ -13,8 +13,9 @@
     │   ├── InvalidParams        params are not a JSON object or are too large
     │   ├── InvalidKey           the idempotency key is empty, too long or has control characters
     │   └── IdempotencyConflict  the key exists with different content
-    ├── StoreError               the database failed (the psycopg error is the __cause__)
-    │   └── PoolExhausted        no connection from the pool in time
+    ├── StoreError               the database failed (the driver's error is the __cause__)
+    │   ├── PoolExhausted        no connection from the pool in time
+    │   └── DuplicateKey         a unique index refused a row (enqueue_many's COPY goes another way)
     ├── BrokerError              the message broker failed (its error is the __cause__)
     ├── TemplateError            a template could not be rendered
     ├── TransportError           a transport is misconfigured (a refused send is a reply)
@@ -81,6 +82,10 @@ class StoreError(OutboxError):
 
 class PoolExhausted(StoreError):
     """No connection came from the pool within its timeout."""
+
+
+class DuplicateKey(StoreError):
+    """A unique index refused a row."""
 
 
 class BrokerError(OutboxError):

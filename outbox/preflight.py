@@ -28,7 +28,8 @@ PROCESSES = ("app", "relay", "worker", "web", "bounces", "metrics")
 _ALL = frozenset(PROCESSES)
 _SENDERS = frozenset({"worker"})
 
-# Which processes read each setting ("app" is the application that enqueues).
+# Which processes read each setting ("app" is the application that enqueues;
+# "web" enqueues too, through its HTTP API).
 READERS: dict[str, frozenset[str]] = {
     "database_url": _ALL,
     "listen_database_url": frozenset({"relay"}),
@@ -36,12 +37,12 @@ READERS: dict[str, frozenset[str]] = {
     "redis_url": frozenset({"relay", "worker", "metrics"}),
     "broker_url": frozenset({"relay", "worker"}),
     "namespace": frozenset({"relay", "worker", "metrics"}),
-    "sender": frozenset({"app", "worker"}),  # worker: rows enqueued before it was stored
-    "message_id_domain": frozenset({"app"}),
-    "templates": frozenset({"app", "worker"}),
-    "attachments_dir": frozenset({"app", "worker"}),
-    "max_attachment_bytes": frozenset({"app", "worker"}),
-    "max_params_bytes": frozenset({"app"}),
+    "sender": frozenset({"app", "worker", "web"}),  # worker: rows enqueued before it was stored
+    "message_id_domain": frozenset({"app", "web"}),
+    "templates": frozenset({"app", "worker", "web"}),
+    "attachments_dir": frozenset({"app", "worker", "web"}),
+    "max_attachment_bytes": frozenset({"app", "worker", "web"}),
+    "max_params_bytes": frozenset({"app", "web"}),
     "bounce_domain": frozenset({"worker", "bounces"}),
     "secret": frozenset({"app", "worker", "web", "bounces"}),  # app: keyed Message-IDs
     "previous_secrets": frozenset({"worker", "web", "bounces"}),
@@ -53,6 +54,9 @@ READERS: dict[str, frozenset[str]] = {
     "web_concurrency": frozenset({"web"}),
     "web_backlog": frozenset({"web"}),
     "web_timeout": frozenset({"web"}),
+    "web_pool_size": frozenset({"web"}),
+    "api_rate": frozenset({"web"}),
+    "api_burst": frozenset({"web"}),
     "soft_bounce_limit": frozenset({"web", "bounces"}),
     "bounce_host": frozenset({"bounces"}),
     "bounce_port": frozenset({"bounces"}),

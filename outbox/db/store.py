@@ -1,4 +1,6 @@
-"""One function per named query; psycopg errors become StoreError here only.
+"""One function per named query, on Outbox's own psycopg connections; psycopg
+errors become StoreError here (and, for enqueue on an application's
+connection of any driver, in :mod:`outbox.db.executors`).
 
 Functions take a connection and never commit, except :func:`migrate`; the
 caller owns the transaction.
@@ -12,20 +14,20 @@ import datetime as dt
 import logging
 import threading
 import time
-from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, LiteralString
 
 import orjson
 import psycopg
+import psycopg.conninfo
 import psycopg.sql
 from psycopg.rows import dict_row, tuple_row
-from psycopg.types.json import Jsonb
 from psycopg_pool import ConnectionPool, PoolTimeout
 
 from outbox.db.sql import migrations, queries
 from outbox.delivery.breaker import BreakerState
-from outbox.errors import PoolExhausted, StoreError
+from outbox.errors import DuplicateKey, PoolExhausted, StoreError
 
 Conn = psycopg.Connection[Any]
 _log = logging.getLogger(__name__)
@@ -54,6 +56,13 @@ def connect(
             connect_timeout=max(1, int(timeout)),
             prepare_threshold=5 if prepare else None,
         )
+
+
+def connect_params(**params: str | None) -> Conn:
+    """A connection from libpq keywords (dbname, user, host…), as a framework's settings give."""
+    conninfo = psycopg.conninfo.make_conninfo(**{k: v for k, v in params.items() if v is not None})
+    with translate_errors():
+        return psycopg.connect(conninfo)
 
 
 def connection_lost(exc: BaseException, conn: Conn) -> bool:
@@ -203,21 +212,6 @@ class Listener:
 
 
 @dataclass(frozen=True, slots=True)
-class Inserted:
-    id: int
-    message_id: str
-    content_hash: str
-    created: bool
-    status: str
-
-
-@dataclass(frozen=True, slots=True)
-class InsertedMany:
-    rows: list[tuple[str, int, str, bool, str]]  # key, id, message_id, created, status
-    conflicts: list[str]
-
-
-@dataclass(frozen=True, slots=True)
 class OutboxRow:
     id: int
     idempotency_key: str
@@ -279,139 +273,6 @@ def migrate(conn: Conn) -> list[str]:
                 applied.append(f"{version:04d}_{name}")
         conn.commit()
     return applied
-
-
-def insert_message(
-    conn: Conn,
-    *,
-    key: str,
-    recipient: str,
-    template: str,
-    params: str,
-    content_hash: str,
-    message_id: str,
-    priority: str,
-    template_version: str | None = None,
-    trace_context: str | None = None,
-    sender: str | None = None,
-) -> Inserted:
-    args = {
-        "key": key,
-        "recipient": recipient,
-        "template": template,
-        "params": params,
-        "content_hash": content_hash,
-        "message_id": message_id,
-        "priority": priority,
-        "template_version": template_version,
-        "trace_context": trace_context,
-        "sender": sender,
-    }
-    with translate_errors(), conn.cursor(row_factory=tuple_row) as cur:
-        row = cur.execute(queries["insert_message"], args).fetchone()
-        if row is None:
-            # Another transaction inserted the key after our statement's
-            # snapshot; ON CONFLICT waited for it, so it is visible now.
-            row = cur.execute(queries["find_by_key"], args).fetchone()
-        if row is None:
-            raise StoreError(f"idempotency key {key!r} neither inserted nor found")
-    return Inserted(row[0], row[1], row[2], row[3], row[4])
-
-
-# key, recipient, template, params, content_hash, message_id, priority,
-# template_version, trace_context, sender: the columns enqueue_many writes
-NewRow = tuple[str, str, str, str, str, str, str, str | None, str | None, str | None]
-
-
-def insert_many(conn: Conn, rows: Iterable[NewRow]) -> InsertedMany:
-    """Insert ``rows`` (consumed once), all or none.
-
-    The common case, keys never seen before, is one COPY straight into the
-    outbox, inside a savepoint. If a key exists, the COPY fails on the unique
-    index, the savepoint is rolled back, and the rows go the careful way:
-    a scratch table, then INSERT ... ON CONFLICT DO NOTHING.
-    """
-    written: list[NewRow] = []
-
-    def tracked() -> Iterator[NewRow]:
-        for row in rows:
-            written.append(row)
-            yield row
-
-    stream = tracked()
-    try:
-        # Read outside the savepoint, this also opens the caller's transaction when
-        # none is open yet; otherwise transaction() would begin and commit one of
-        # its own, and the rows would outlive the caller's rollback.
-        found = conn.execute(queries["outbox_id_mark"]).fetchone()
-        mark = int(found[0]) if found else 0
-        with conn.transaction():
-            copied = _copy_new(conn, stream, written, mark)
-    except psycopg.errors.UniqueViolation:
-        copied = None
-    except psycopg.Error as exc:
-        raise StoreError(f"database error: {exc}") from exc
-    if copied is None:
-        written.extend(stream)  # the rows not yet streamed when the COPY failed
-        copied = _insert_staged(conn, written)
-    with translate_errors():
-        for priority in sorted({row[6] for row in written}):
-            conn.execute(queries["notify_due"], {"priority": priority})
-    return copied
-
-
-def _copy_new(
-    conn: Conn, stream: Iterator[NewRow], written: list[NewRow], mark: int
-) -> InsertedMany:
-    with conn.cursor(row_factory=tuple_row) as cur:
-        with cur.copy(queries["copy_outbox"]) as copy:
-            for row in stream:
-                copy.write_row(row)
-        last = cur.execute(queries["outbox_id_last"]).fetchone()
-        bounds = {"after": mark, "last": last[0] if last else 0}
-        copied = cur.execute(queries["copied_rows"], bounds).fetchall()
-        if len(copied) != len(written):
-            raise StoreError(f"copied {len(written)} rows but found {len(copied)}")
-        suppressed = [(id_, reason) for id_, reason in copied if reason]
-        if suppressed:
-            ids, reasons = zip(*suppressed, strict=True)
-            cur.execute(queries["suppress_copied"], {"ids": list(ids), "reasons": list(reasons)})
-    return InsertedMany(
-        [
-            (row[0], id_, row[5], True, "suppressed" if reason else "pending")
-            for row, (id_, reason) in zip(written, copied, strict=True)
-        ],
-        [],
-    )
-
-
-def _insert_staged(conn: Conn, rows: Sequence[NewRow]) -> InsertedMany:
-    with translate_errors(), conn.transaction(), conn.cursor(row_factory=tuple_row) as cur:
-        cur.execute(queries["create_staging"])
-        cur.execute(queries["clear_staging"])
-        with cur.copy(queries["copy_staging"]) as copy:
-            for row in rows:
-                copy.write_row(row)
-        conflicts = [r[0] for r in cur.execute(queries["staging_conflicts"]).fetchall()]
-        if conflicts:
-            return InsertedMany([], conflicts)
-        jit = cur.execute(queries["jit_off"]).fetchone()
-        created = {r[0]: (r[1], r[2], True, r[3]) for r in cur.execute(queries["insert_staging"])}
-        if jit is not None:
-            cur.execute(queries["jit_restore"], {"previous": jit[0]})
-        found: dict[str, tuple[int, str, bool, str]] = {}
-        if len(created) < len(rows):
-            keys = [row[0] for row in rows if row[0] not in created]
-            found = {
-                r[0]: (r[1], r[2], False, r[3])
-                for r in cur.execute(queries["existing_keys"], {"keys": keys})
-            }
-        cur.execute(queries["clear_staging"])
-    stored = created | found
-    missing = [row[0] for row in rows if row[0] not in stored]
-    if missing:  # existed at the insert, gone a moment later: deleted by hand meanwhile
-        raise StoreError(f"rows of keys {missing[:5]} were deleted while being enqueued")
-    return InsertedMany([(row[0], *stored[row[0]]) for row in rows], [])
 
 
 def count_in_flight(conn: Conn, priority: str) -> int:
@@ -593,32 +454,6 @@ def unsubscribe_recipient(conn: Conn, outbox_id: int) -> str | None:
     with translate_errors():
         row = conn.execute(queries["unsubscribe_recipient"], {"id": outbox_id}).fetchone()
     return None if row is None else str(row[0])
-
-
-def store_template_version(
-    conn: Conn,
-    *,
-    version: str,
-    name: str,
-    files: dict[str, str],
-    compiled_html: str | None,
-    compiled_text: str | None,
-) -> None:
-    """Commit a template version on a short connection of its own (see message.versions)."""
-    args = {
-        "hash": version,
-        "name": name,
-        "files": Jsonb(files),
-        "compiled_html": compiled_html,
-        "compiled_text": compiled_text,
-    }
-    try:
-        with psycopg.connect(
-            conn.info.dsn, password=conn.info.password, autocommit=True, connect_timeout=10
-        ) as own:
-            own.execute(queries["store_template_version"], args)
-    except psycopg.Error as exc:
-        raise StoreError(f"could not store template version: {exc}") from exc
 
 
 def find_template_version(conn: Conn, version: str) -> tuple[Any, ...] | None:
@@ -1069,3 +904,43 @@ def find_messages_to(conn: Conn, address: str, limit: int = 20) -> list[dict[str
         return cur.execute(
             queries["find_messages_to"], {"address": address, "limit": limit}
         ).fetchall()
+
+
+def create_api_key(
+    conn: Conn, *, name: str, token_hash: str, prefix: str, scopes: Sequence[str]
+) -> tuple[int, dt.datetime]:
+    args = {"name": name, "token_hash": token_hash, "prefix": prefix, "scopes": list(scopes)}
+    try:
+        row = conn.execute(queries["create_api_key"], args).fetchone()
+    except psycopg.errors.UniqueViolation as exc:
+        raise DuplicateKey(f"a live API key named {name!r} exists") from exc
+    except psycopg.Error as exc:
+        raise StoreError(f"database error: {exc}") from exc
+    if row is None:
+        raise StoreError("the API key was not stored")
+    return int(row[0]), row[1]
+
+
+def list_api_keys(conn: Conn) -> list[dict[str, Any]]:
+    with translate_errors(), conn.cursor(row_factory=dict_row) as cur:
+        return cur.execute(queries["list_api_keys"]).fetchall()
+
+
+def revoke_api_key(conn: Conn, name: str) -> bool:
+    """Whether a live key of that name was there (and is revoked now)."""
+    with translate_errors():
+        return conn.execute(queries["revoke_api_key"], {"name": name}).fetchone() is not None
+
+
+def find_api_key(conn: Conn, token_hash: str) -> tuple[int, str, list[str]] | None:
+    """(id, name, scopes) of the live key whose token hashes to ``token_hash``."""
+    with translate_errors():
+        row = conn.execute(queries["find_api_key"], {"token_hash": token_hash}).fetchone()
+    return None if row is None else (int(row[0]), str(row[1]), list(row[2]))
+
+
+def api_email(
+    conn: Conn, *, id_: int | None = None, key: str | None = None
+) -> dict[str, Any] | None:
+    with translate_errors(), conn.cursor(row_factory=dict_row) as cur:
+        return cur.execute(queries["api_email"], {"id": id_, "key": key}).fetchone()

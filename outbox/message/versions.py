@@ -1,12 +1,17 @@
 """Template versions kept in Postgres, so a retry renders what the first attempt would have.
 
-Enqueue records the version (a hash) on the row. Before the first row that
-names a version is written, the version itself (files and compiled parts) is
-committed to ``email_template_version`` on a short connection of its own,
-once per process and version. It is committed, not merely written in the
-caller's transaction, so that "already stored" can be cached: a caller that
-rolls back leaves at worst an unused version row, never a row naming a
-version that is missing. Enqueue itself stays one statement.
+Enqueue records the version (a hash) on the row, and stores the version
+itself (files and compiled parts) in ``email_template_version`` by a
+statement of the same transaction, on the caller's connection whatever its
+driver: the row and the version it names commit together or not at all.
+
+The process remembers a version as stored in a database only once a later
+statement finds it already there (``ON CONFLICT DO NOTHING`` wrote nothing),
+which proves a commit: a caller that rolls back leaves no memory of a version
+that is missing. So each process sends a version's files at most a few times
+per database. The price of storing in the caller's transaction: two
+transactions that enqueue the first rows of one new version at once wait for
+each other's commit on its primary key, once.
 
 At send time a row whose version differs from the directory's current one is
 rendered from the stored version (fetched once per process and version).
@@ -15,36 +20,52 @@ rendered from the stored version (fetched once per process and version).
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+import weakref
+from collections.abc import Callable, Hashable
 from contextlib import AbstractContextManager
 
-from outbox.db import store
+from outbox.db import statement, store
 from outbox.db.store import Conn
 from outbox.errors import TemplateError, UnknownTemplate
 from outbox.message.render import Template, TemplateSet
 
-_stored: set[tuple[bytes, bytes, bytes, str]] = set()  # database and version, committed
+# Committed versions: by database where the driver names it without a round trip,
+# else by connection (a connection always talks to the same database).
+_by_database: set[tuple[Hashable, str]] = set()
+_by_connection: weakref.WeakKeyDictionary[object, set[str]] = weakref.WeakKeyDictionary()
 _lock = threading.Lock()
 
 
-def ensure_stored(conn: Conn, template: Template) -> None:
-    """Commit ``template``'s version to the database ``conn`` is connected to, once."""
-    pgconn = conn.pgconn  # libpq's own fields: conn.info.dsn costs most of a millisecond
-    key = (pgconn.host, pgconn.port, pgconn.db, template.version)
-    if key in _stored:
-        return
+def is_stored(database: object, version: str) -> bool:
+    """Whether ``version`` is known to be committed where ``database`` points.
+
+    ``database`` is a tuple naming the database, or the connection object itself.
+    """
+    if isinstance(database, tuple):
+        return (database, version) in _by_database
+    return version in _by_connection.get(database, ())
+
+
+def store_statement(template: Template) -> statement.Statement:
+    """The statement that keeps ``template``'s version (run it in the caller's transaction)."""
+    return statement.store_template_version(
+        version=template.version,
+        name=template.name,
+        files=template.files,
+        compiled_html=template.compiled_html,
+        compiled_text=template.compiled_text,
+    )
+
+
+def stored(database: object, version: str, *, written: bool) -> None:
+    """Note the outcome of :func:`store_statement`: found already there means committed."""
+    if written:
+        return  # ours, uncommitted: the caller may still roll back
     with _lock:
-        if key in _stored:
-            return
-        store.store_template_version(
-            conn,
-            version=template.version,
-            name=template.name,
-            files=dict(template.files),
-            compiled_html=template.compiled_html,
-            compiled_text=template.compiled_text,
-        )
-        _stored.add(key)
+        if isinstance(database, tuple):
+            _by_database.add((database, version))
+        else:
+            _by_connection.setdefault(database, set()).add(version)
 
 
 def resolve(

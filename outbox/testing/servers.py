@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-import psycopg
+from outbox.db import store
 
 
 class ServerUnavailable(RuntimeError):
@@ -113,8 +113,8 @@ class PostgresServer:
         return self
 
     def ping(self) -> bool:
-        with psycopg.connect(self.url, connect_timeout=2) as conn:
-            conn.execute("SELECT 1")
+        with store.connect(self.url, timeout=2) as conn:
+            store.ping(conn)
         return True
 
     def stop(self, mode: str = "fast") -> None:

@@ -1,5 +1,6 @@
-"""`outbox web`: the one-click unsubscribe endpoint (RFC 8058) and the providers'
-bounce webhooks (:mod:`outbox.feedback.webhooks`), on uvicorn and Starlette: an
+"""`outbox web`: the HTTP API (:mod:`outbox.web.emails_api`, under ``/v1/``), the
+one-click unsubscribe endpoint (RFC 8058) and the providers' bounce webhooks
+(:mod:`outbox.feedback.webhooks`), on uvicorn and Starlette: an
 event loop holds every connection (a slow client holds no thread), a deadline
 closes a request that trickles in, and past ``OUTBOX_WEB_CONCURRENCY``
 requests at once the answer is an immediate 503.
@@ -34,17 +35,19 @@ from starlette.responses import Response as StarletteResponse
 from starlette.routing import Route
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
-from outbox.bounces.providers import PROVIDERS
 from outbox.config import Settings
 from outbox.db import store
 from outbox.errors import ConfigError, StoreError
 from outbox.feedback.webhooks import PREFIX as WEBHOOKS
 from outbox.feedback.webhooks import ProviderWebhooks
 from outbox.message import list_unsubscribe as unsubscribe
+from outbox.web.emails_api import PREFIX as API
+from outbox.web.emails_api import ApiResponse, EmailsApi
 
 log = logging.getLogger(__name__)
 
 MAX_BODY = 256 * 1024  # a Postmark bounce event may quote the whole message
+MAX_BATCH_BODY = 8 * 2**20  # POST /v1/emails/batch: up to 1,000 emails with their params
 _TEXT = "text/plain; charset=utf-8"
 _PAGE = """<!doctype html>
 <html lang="en"><head><meta charset="utf-8">
@@ -129,16 +132,12 @@ class Unsubscribes:
 
 
 class App:
-    """Routes a request to the webhooks or to the unsubscribe links."""
+    """Routes a request to the HTTP API, the webhooks or the unsubscribe links."""
 
     def __init__(self, settings: Settings, pool: store.Pool) -> None:
+        self.api = EmailsApi(settings, pool)  # always on: it takes no request without a key
         self.webhooks = ProviderWebhooks(settings, pool)
         self.unsubscribes = Unsubscribes(settings, pool) if settings.secret else None
-        if self.unsubscribes is None and not any(map(self.webhooks.configured, PROVIDERS)):
-            raise ConfigError(
-                "outbox web needs OUTBOX_SECRET (unsubscribe links) or a provider webhook "
-                "(OUTBOX_POSTMARK_WEBHOOK_AUTH, OUTBOX_RESEND_WEBHOOK_SECRET)"
-            )
 
     def handle(
         self, method: str, target: str, body: bytes = b"", headers: Mapping[str, str] | None = None
@@ -178,6 +177,8 @@ def asgi_app(app: App) -> Starlette:
     thread of a bounded pool (anyio's, 40 threads), never on the event loop."""
 
     async def endpoint(request: Request) -> StarletteResponse:
+        if request.url.path.startswith(API):
+            return await api_endpoint(request)
         method = "GET" if request.method == "HEAD" else request.method
         target = request.scope.get("raw_path", b"").decode("latin-1") or request.url.path
         if request.url.query:
@@ -197,20 +198,45 @@ def asgi_app(app: App) -> Starlette:
             )
         return _starlette(answer, head=request.method == "HEAD")
 
+    async def api_endpoint(request: Request) -> StarletteResponse:
+        limit = MAX_BATCH_BODY if request.url.path == "/v1/emails/batch" else MAX_BODY
+        body = await _bounded_body(request, limit)
+        if body is None:
+            answer = ApiResponse(
+                413,
+                b'{"type":"about:blank","title":"Content Too Large",'
+                b'"status":413,"detail":"the body is too large"}',
+                "application/problem+json",
+            )
+        else:
+            answer = await run_in_threadpool(
+                app.api.handle,
+                request.method,
+                request.url.path,
+                request.url.query,
+                request.headers,
+                body,
+            )
+        headers = {"Cache-Control": "no-store", "X-Content-Type-Options": "nosniff"}
+        headers.update(answer.headers)
+        return StarletteResponse(
+            answer.body, status_code=answer.status, headers=headers, media_type=answer.content_type
+        )
+
     methods = ["GET", "HEAD", "POST", "PUT", "DELETE", "PATCH", "OPTIONS"]
     routes = [Route("/{path:path}", endpoint, methods=methods)]
     return Starlette(routes=routes)
 
 
-async def _bounded_body(request: Request) -> bytes | None:
-    """The body, or None when it is over MAX_BODY (read no further than that)."""
+async def _bounded_body(request: Request, limit: int = MAX_BODY) -> bytes | None:
+    """The body, or None when it is over ``limit`` (read no further than that)."""
     declared = request.headers.get("content-length")
-    if declared is not None and (not declared.isdigit() or int(declared) > MAX_BODY):
+    if declared is not None and (not declared.isdigit() or int(declared) > limit):
         return None
     chunks, size = [], 0
     async for chunk in request.stream():
         size += len(chunk)
-        if size > MAX_BODY:
+        if size > limit:
             return None
         chunks.append(chunk)
     return b"".join(chunks)
@@ -332,7 +358,9 @@ def serve(settings: Settings, host: str, port: int, stop: threading.Event) -> No
     with store.Pool(
         settings.database_url,
         name="outbox-web",
-        max_size=8,
+        # A request holds a connection until its commit: with commits of a few
+        # milliseconds, this bounds the HTTP API's emails per second.
+        max_size=settings.web_pool_size,
         prepare=settings.prepared_statements == "on",
     ) as pool:
         server = make_server(settings, pool, host, port)

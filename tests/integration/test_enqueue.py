@@ -50,6 +50,12 @@ def test_enqueue_is_part_of_the_callers_transaction(
 
 
 def test_one_statement_per_enqueue(conn: psycopg.Connection[Any], settings: Settings) -> None:
+    # The template version is stored in the caller's transaction until a later
+    # statement finds it committed; from then on, an enqueue is one statement.
+    login(conn, settings, key="warm-1")
+    conn.commit()
+    login(conn, settings, key="warm-2")
+    conn.commit()
     statements: list[object] = []
 
     class CountingCursor(psycopg.Cursor[Any]):

@@ -142,7 +142,7 @@ def test_a_direct_listen_url_keeps_immediate_wake_ups(
 
 
 def test_enqueue_relay_and_delivery_through_the_pooler(bounced: Settings) -> None:
-    # Claims, COPY, the staging table and the results statement, all through
+    # Claims, COPY, the template version and the results statement, all through
     # transaction pooling, with psycopg's prepared statements off.
     add_newsletter(bounced, 120)
     add_login(bounced, "login-1", "alice@example.com")

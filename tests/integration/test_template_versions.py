@@ -79,14 +79,14 @@ def test_a_changed_template_does_not_change_rows_already_enqueued(local: Setting
     ]
 
 
-def test_a_version_is_stored_even_when_the_caller_rolls_back(local: Settings) -> None:
+def test_a_version_rolled_back_with_its_row_is_stored_again(local: Settings) -> None:
     (local.templates / "login_code" / "subject.txt").write_text("Rolled back {{ code }}")
     restart()
     version = template_set(local.templates).get("login_code").version
     with psycopg.connect(local.database_url) as conn:
         add(local, "gone", conn)
         conn.rollback()
-        # The process remembers the version as stored: the next row names it safely.
+        # Stored in the rolled-back transaction, so not remembered: the next row stores it.
         add(local, "kept", conn)
         conn.commit()
     assert query(local, "SELECT count(*) FROM email_template_version WHERE hash = %s", version) == [

@@ -40,7 +40,7 @@ LAYERS: list[set[str]] = [
     },  # pure core
     {"db", "transports", "message", "pacing", "broker", "telemetry", "validate"},  # I/O edges
     {"delivery", "relay", "feedback", "intake", "preflight"},  # orchestration
-    {"cli", "worker", "web", "testing"},  # processes
+    {"cli", "worker", "web", "testing", "django"},  # processes (django: an app in yours)
 ]
 DRIVERS = {"psycopg", "psycopg_pool", "dramatiq", "redis", "smtplib", "httpx", "boto3"}
 
@@ -110,3 +110,16 @@ def test_every_exception_is_in_the_outbox_error_tree() -> None:
     for cls in classes:
         assert issubclass(cls, errors.OutboxError)
         assert cls.__name__ in (errors.__doc__ or ""), f"{cls.__name__} is not drawn in the tree"
+
+
+# Postgres is reached in one place per kind of connection: the store (its own
+# pools and connections) and the executors, which run intake's pre-built
+# statements on an application's connection of whichever driver it uses.
+DATABASE_DRIVERS = {"psycopg", "psycopg_pool", "psycopg2", "asyncpg", "sqlalchemy"}
+TALK_TO_POSTGRES = {"db.store", "db.executors", "db.async_executors"}
+
+
+@pytest.mark.parametrize(("top", "path"), _modules(), ids=str)
+def test_only_the_store_and_the_executors_import_a_database_driver(top: str, path: Path) -> None:
+    drivers = {name for name in _imports(path) if name.split(".")[0] in DATABASE_DRIVERS}
+    assert top in TALK_TO_POSTGRES or not drivers, f"outbox.{top} imports {drivers}"

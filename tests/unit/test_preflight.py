@@ -101,7 +101,7 @@ def test_secrets_never_print_and_urls_hide_their_password() -> None:
     assert shown["OUTBOX_SECRET"].value == "****"
     assert not shown["OUTBOX_SECRET"].default
     assert shown["REDIS_URL"].default
-    assert shown["OUTBOX_FROM"].readers == ("app", "worker")
+    assert shown["OUTBOX_FROM"].readers == ("app", "worker", "web")  # web: the HTTP API
 
 
 def test_a_value_that_is_not_a_url_is_masked_whole() -> None:

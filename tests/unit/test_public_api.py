@@ -12,7 +12,7 @@ def test_public_names() -> None:
         "ConfigError", "Enqueued", "HeaderInjection", "IdempotencyConflict", "InvalidAddress",
         "InvalidKey", "InvalidMessage", "InvalidParams", "MissingParams", "OutboxError",
         "Priority", "Settings", "Status", "StoreError", "TemplateError", "TransportError",
-        "UnknownTemplate", "enqueue", "enqueue_many",
+        "UnknownTemplate", "enqueue", "enqueue_async", "enqueue_many", "enqueue_many_async",
     ]  # fmt: skip
     for name in outbox.__all__:
         assert getattr(outbox, name).__module__.startswith("outbox.")
@@ -25,6 +25,11 @@ def test_enqueue_functions_are_functions() -> None:
     # A submodule of the same name must never shadow them.
     assert inspect.isfunction(outbox.enqueue)
     assert inspect.isfunction(outbox.enqueue_many)
+    assert inspect.iscoroutinefunction(outbox.enqueue_async)
+    assert inspect.iscoroutinefunction(outbox.enqueue_many_async)
+    assert list(inspect.signature(outbox.enqueue_async).parameters) == list(
+        inspect.signature(outbox.enqueue).parameters
+    )
     assert list(inspect.signature(outbox.enqueue).parameters)[:2] == ["conn", "idempotency_key"]
 
 

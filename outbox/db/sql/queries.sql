@@ -1,33 +1,30 @@
 -- insert_message --
 -- Insert one email unless its key exists; a suppressed recipient's email is
 -- written as a `suppressed` audit row that is never sent. Wakes the relays at
--- commit when there is something to send.
+-- commit when there is something to send. No row back: the key exists
+-- (find_by_key). The column list is intake's row (outbox.db.statement fills
+-- the markers).
 WITH suppression AS (
     SELECT reason FROM email_suppression
     WHERE address = lower(%(recipient)s) AND (scope = 'all' OR %(priority)s = 'bulk')
 ), inserted AS (
-    INSERT INTO email_outbox
-        (idempotency_key, recipient, template, params, content_hash, message_id, priority, status,
-         status_reason, template_version, trace_context, sender)
-    SELECT %(key)s, %(recipient)s, %(template)s, %(params)s, %(content_hash)s, %(message_id)s,
-           %(priority)s,
+    INSERT INTO email_outbox (/*columns*/, status, status_reason)
+    SELECT /*values*/,
            CASE WHEN s.reason IS NULL THEN 'pending' ELSE 'suppressed' END,
-           CASE WHEN s.reason IS NULL THEN 'enqueued' ELSE 'recipient suppressed: ' || s.reason END,
-           %(template_version)s, %(trace_context)s, %(sender)s
+           CASE WHEN s.reason IS NULL THEN 'enqueued' ELSE 'recipient suppressed: ' || s.reason END
     FROM (SELECT 1) AS one LEFT JOIN suppression s ON true
-    ON CONFLICT (idempotency_key) DO NOTHING
+    -- Every unique index is an arbiter: a concurrent insert of the same key can
+    -- meet the Message-ID's index first, and must not fail there either.
+    ON CONFLICT DO NOTHING
     RETURNING id, message_id, content_hash, priority, status
 )
 SELECT id, message_id, content_hash, true AS created, status,
        CASE WHEN status = 'pending' THEN pg_notify('outbox_due', priority) END
-FROM inserted
-UNION ALL
-SELECT id, message_id, content_hash, false, status, NULL
-FROM email_outbox
-WHERE idempotency_key = %(key)s AND NOT EXISTS (SELECT FROM inserted);
+FROM inserted;
 
 -- find_by_key --
--- The stored identity of a key, for a key inserted by a concurrent transaction.
+-- The stored identity of a key insert_message found there (before, or inserted
+-- by a concurrent transaction that insert_message's ON CONFLICT waited for).
 SELECT id, message_id, content_hash, false AS created, status, NULL
 FROM email_outbox WHERE idempotency_key = %(key)s;
 
@@ -40,12 +37,17 @@ SELECT currval(pg_get_serial_sequence('email_outbox', 'id'));
 -- (ids only grow), read without taking one.
 SELECT coalesce(pg_sequence_last_value(pg_get_serial_sequence('email_outbox', 'id')::regclass), 0);
 
--- copy_outbox --
--- New rows straight into the outbox (keys never seen: a known key fails the COPY).
-COPY email_outbox
-    (idempotency_key, recipient, template, params, content_hash, message_id, priority,
-     template_version, trace_context, sender)
-FROM STDIN;
+-- copy_savepoint --
+-- Before enqueue_many's COPY: a COPY that fails leaves the caller's transaction as it was.
+SAVEPOINT outbox_copy;
+
+-- copy_savepoint_rollback --
+-- The COPY failed (a known key, a row refused while streaming): undo it alone.
+ROLLBACK TO SAVEPOINT outbox_copy;
+
+-- copy_savepoint_release --
+-- The COPY is done (or undone); its rows stay in the caller's transaction.
+RELEASE SAVEPOINT outbox_copy;
 
 -- copied_rows --
 -- The rows enqueue_many's COPY just wrote, in the order written (ids are taken
@@ -67,62 +69,47 @@ SET status = 'suppressed', status_reason = 'recipient suppressed: ' || s.reason
 FROM unnest(%(ids)s::bigint[], %(reasons)s::text[]) AS s(id, reason)
 WHERE o.id = s.id;
 
--- create_staging --
--- A scratch table for enqueue_many; gone at the end of the caller's transaction.
-CREATE TEMP TABLE IF NOT EXISTS email_outbox_staging (
-    idempotency_key text, recipient text, template text, params jsonb,
-    content_hash text, message_id text, priority text, template_version text, trace_context text,
-    sender text
-) ON COMMIT DELETE ROWS;
-
--- clear_staging --
--- Empty the scratch table (a caller may enqueue twice in one transaction).
-TRUNCATE email_outbox_staging;
-
--- copy_staging --
--- Bulk-load validated rows into the scratch table.
-COPY email_outbox_staging
-    (idempotency_key, recipient, template, params, content_hash, message_id, priority,
-     template_version, trace_context, sender)
-FROM STDIN;
-
--- staging_conflicts --
--- Keys that already exist with other content.
-SELECT s.idempotency_key
-FROM email_outbox_staging s JOIN email_outbox o USING (idempotency_key)
-WHERE o.content_hash <> s.content_hash
-LIMIT 5;
-
--- insert_staging --
--- Move the scratch rows into the outbox; existing keys are left alone and
--- suppressed recipients get `suppressed` audit rows.
-INSERT INTO email_outbox
-    (idempotency_key, recipient, template, params, content_hash, message_id, priority, status,
-     status_reason, template_version, trace_context, sender)
-SELECT s.idempotency_key, s.recipient, s.template, s.params, s.content_hash, s.message_id,
-       s.priority,
-       CASE WHEN x.reason IS NULL THEN 'pending' ELSE 'suppressed' END,
-       CASE WHEN x.reason IS NULL THEN 'enqueued' ELSE 'recipient suppressed: ' || x.reason END,
-       s.template_version, s.trace_context, s.sender
-FROM email_outbox_staging s
-LEFT JOIN email_suppression x
-    ON x.address = lower(s.recipient) AND (x.scope = 'all' OR s.priority = 'bulk')
-ON CONFLICT (idempotency_key) DO NOTHING
-RETURNING idempotency_key, id, message_id, status;
+-- insert_rows --
+-- Many emails in one statement (drivers without COPY, a batch with known keys):
+-- the rows come as one JSON array of objects shaped like email_outbox, read
+-- with the table's own column types. Known keys are left alone; a known key
+-- with other content writes nothing at all. One row back per given row, in
+-- order: key, id, Message-ID, created, status, conflict. A key a concurrent
+-- transaction inserted meanwhile comes back with a NULL id (existing_keys).
+WITH given AS (
+    SELECT * FROM jsonb_populate_recordset(NULL::email_outbox, %(rows)s::jsonb)
+        WITH ORDINALITY AS g
+), known AS (
+    SELECT o.idempotency_key, o.id, o.message_id, o.status, o.content_hash
+    FROM email_outbox o JOIN given g USING (idempotency_key)
+), conflicts AS (
+    SELECT k.idempotency_key FROM known k JOIN given g USING (idempotency_key)
+    WHERE k.content_hash <> g.content_hash
+), inserted AS (
+    INSERT INTO email_outbox (/*columns*/, status, status_reason)
+    SELECT /*g*/,
+           CASE WHEN x.reason IS NULL THEN 'pending' ELSE 'suppressed' END,
+           CASE WHEN x.reason IS NULL THEN 'enqueued' ELSE 'recipient suppressed: ' || x.reason END
+    FROM given g
+    LEFT JOIN email_suppression x
+        ON x.address = lower(g.recipient) AND (x.scope = 'all' OR g.priority = 'bulk')
+    WHERE NOT EXISTS (SELECT FROM conflicts)
+    ORDER BY g.ordinality
+    ON CONFLICT DO NOTHING  -- any unique index, as in insert_message
+    RETURNING idempotency_key, id, message_id, status
+)
+SELECT g.idempotency_key, coalesce(i.id, k.id), coalesce(i.message_id, k.message_id),
+       i.id IS NOT NULL, coalesce(i.status, k.status),
+       coalesce(k.content_hash <> g.content_hash, false)
+FROM given g
+LEFT JOIN inserted i USING (idempotency_key)
+LEFT JOIN known k USING (idempotency_key)
+ORDER BY g.ordinality;
 
 -- existing_keys --
--- The stored rows of keys enqueue_many found already there (same content).
-SELECT idempotency_key, id, message_id, status FROM email_outbox
+-- The stored rows of keys a concurrent transaction inserted during enqueue_many.
+SELECT idempotency_key, id, message_id, status, content_hash FROM email_outbox
 WHERE idempotency_key = ANY(%(keys)s);
-
--- jit_off --
--- The scratch table has no statistics: the planner's estimate for a large batch
--- makes it compile the insert, which costs more than running it. Transaction-local.
-SELECT current_setting('jit'), set_config('jit', 'off', true);
-
--- jit_restore --
--- Put back what jit_off found, for the rest of the caller's transaction.
-SELECT set_config('jit', %(previous)s, true);
 
 -- notify_due --
 -- Wake the relays at commit.
@@ -430,7 +417,8 @@ ORDER BY id DESC LIMIT %(limit)s;
 -- Keep one template version (content-addressed, never changed) before rows name it.
 INSERT INTO email_template_version (hash, name, files, compiled_html, compiled_text)
 VALUES (%(hash)s, %(name)s, %(files)s, %(compiled_html)s, %(compiled_text)s)
-ON CONFLICT (hash) DO NOTHING;
+ON CONFLICT (hash) DO NOTHING
+RETURNING hash;
 
 -- find_template_version --
 -- A stored template version, for a row enqueued before the directory changed.
@@ -724,3 +712,32 @@ SELECT id, idempotency_key, recipient, template, params, message_id, priority, s
        provider_message_id, created_at, queued_at, sent_at, failed_at, trace_context
 FROM email_outbox WHERE lower(recipient) = lower(%(address)s)
 ORDER BY id DESC LIMIT %(limit)s;
+
+-- create_api_key --
+-- A new API key; only the token's hash is stored.
+INSERT INTO outbox_api_key (name, token_hash, prefix, scopes)
+VALUES (%(name)s, %(token_hash)s, %(prefix)s, %(scopes)s)
+RETURNING id, created_at;
+
+-- list_api_keys --
+-- Every API key, newest first, without anything that opens a door.
+SELECT id, name, prefix, scopes, created_at, revoked_at
+FROM outbox_api_key ORDER BY id DESC;
+
+-- revoke_api_key --
+-- Revoke the live key of a name; no row back: no live key of that name.
+UPDATE outbox_api_key SET revoked_at = now()
+WHERE name = %(name)s AND revoked_at IS NULL
+RETURNING id;
+
+-- find_api_key --
+-- The live key a presented token's hash names.
+SELECT id, name, scopes FROM outbox_api_key
+WHERE token_hash = %(token_hash)s AND revoked_at IS NULL;
+
+-- api_email --
+-- One email for the HTTP API, by id or by idempotency key.
+SELECT id, idempotency_key, message_id, recipient, template, priority, status, status_reason,
+       attempts, created_at, next_attempt_at, sent_at, failed_at
+FROM email_outbox
+WHERE id = %(id)s OR idempotency_key = %(key)s;

@@ -1,0 +1,11 @@
+"""The Django app of Outbox (``INSTALLED_APPS``); it has no models: its tables are Outbox's."""
+
+from __future__ import annotations
+
+from django.apps import AppConfig
+
+
+class OutboxConfig(AppConfig):  # type: ignore[misc]  # Django ships no types
+    name = "outbox.django"
+    label = "outbox"
+    verbose_name = "Outbox"

@@ -1,0 +1,300 @@
+"""The HTTP API for applications in any language: enqueue and look up emails.
+
+``POST /v1/emails`` with an ``Idempotency-Key`` header is :func:`outbox.enqueue`
+over HTTP, in a transaction of its own: 202 and the email's id when it is new,
+200 and the same body when the key and the content were seen before, 409 when
+the key was used for other content, 422 with every bad field otherwise. Nothing
+is written on any error. ``POST /v1/emails/batch`` is
+:func:`outbox.enqueue_many`, all or nothing. ``GET /v1/emails/{id}`` and
+``GET /v1/emails?idempotency_key=…`` show the status, attempts and events.
+
+Every route but ``/v1/openapi.json`` takes ``Authorization: Bearer <key>`` (see
+:mod:`outbox.web.api_keys`): no key, a wrong or revoked one: 401; a key
+without the route's scope: 403; over the key's rate: 429 with Retry-After.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from http import HTTPStatus
+from typing import Any
+from urllib.parse import parse_qs
+
+import orjson
+
+from outbox import intake, redact
+from outbox.config import Settings
+from outbox.db import store
+from outbox.errors import IdempotencyConflict, InvalidKey, InvalidMessage, StoreError
+from outbox.validate import check_key
+from outbox.web import api_keys, email_request
+from outbox.web.email_request import CONFLICT, INVALID, KEY_HEADER, PROBLEM, problem
+from outbox.web.openapi import document
+from outbox.web.rate_limit import RateLimiter, retry_after
+
+log = logging.getLogger(__name__)
+PREFIX = "/v1/"
+_JSON = "application/json"
+_CACHE_LIMIT = 10_000
+
+
+@dataclass(frozen=True, slots=True)
+class ApiResponse:
+    status: int
+    body: bytes
+    content_type: str = _JSON
+    headers: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Key:
+    id: int
+    name: str
+    scopes: frozenset[str]
+
+
+def _json(status: int, body: object, headers: Mapping[str, str] | None = None) -> ApiResponse:
+    return ApiResponse(status, orjson.dumps(body), _JSON, headers or {})
+
+
+def _problem(
+    status: HTTPStatus, detail: str, headers: Mapping[str, str] | None = None, **kw: Any
+) -> ApiResponse:
+    doc = problem(int(status), status.phrase, detail, **kw)
+    return ApiResponse(int(status), orjson.dumps(doc), PROBLEM, headers or {})
+
+
+class EmailsApi:
+    """What the routes under ``/v1/`` do, apart from HTTP parsing (tested directly too)."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        pool: store.Pool,
+        *,
+        key_cache_seconds: float = 5.0,  # a revoked key stops working within this time
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.settings = settings
+        self.pool = pool
+        self.key_cache_seconds = key_cache_seconds
+        self.clock = clock
+        self.limiter = RateLimiter(settings.api_rate, settings.api_burst)
+        self._keys: dict[str, tuple[float, Key]] = {}
+        self._lock = threading.Lock()
+        self._openapi = orjson.dumps(document())
+
+    def handle(
+        self, method: str, path: str, query: str, headers: Mapping[str, str], body: bytes
+    ) -> ApiResponse:
+        if path == "/v1/openapi.json":
+            return ApiResponse(200, self._openapi) if method == "GET" else _not_allowed("GET")
+        route = self._route(method, path)
+        if route is None:
+            return _problem(HTTPStatus.NOT_FOUND, "no such route")
+        scope, action = route
+        key = self._key(headers.get("authorization"))
+        if key is None:
+            return _problem(
+                HTTPStatus.UNAUTHORIZED,
+                "a live API key is needed: Authorization: Bearer obx_…",
+                {"WWW-Authenticate": 'Bearer realm="outbox"'},
+            )
+        if scope not in key.scopes and not (scope == "read" and "send" in key.scopes):
+            return _problem(HTTPStatus.FORBIDDEN, f"this key's scopes do not include {scope}")
+        wait = self.limiter.take(key.id, self.clock())
+        if wait > 0:
+            return _problem(
+                HTTPStatus.TOO_MANY_REQUESTS,
+                f"over {self.settings.api_rate:g} requests per second for this key",
+                {"Retry-After": retry_after(wait)},
+            )
+        try:
+            return action(key, path, query, headers, body)
+        except StoreError:
+            log.exception("the HTTP API could not reach the database")
+            return _problem(HTTPStatus.SERVICE_UNAVAILABLE, "the database is unavailable")
+
+    Action = Callable[[Key, str, str, Mapping[str, str], bytes], ApiResponse]
+
+    def _route(self, method: str, path: str) -> tuple[str, EmailsApi.Action] | None:
+        if path == "/v1/emails":
+            return {"POST": ("send", self._send), "GET": ("read", self._find)}.get(method) or (
+                "read",
+                lambda *_: _not_allowed("GET, POST"),
+            )
+        if path == "/v1/emails/batch":
+            if method != "POST":
+                return "send", lambda *_: _not_allowed("POST")
+            return "send", self._send_batch
+        if path.startswith("/v1/emails/"):
+            if method != "GET":
+                return "read", lambda *_: _not_allowed("GET")
+            return "read", self._show
+        return None
+
+    def _key(self, authorization: str | None) -> Key | None:
+        token = api_keys.bearer(authorization)
+        if token is None:
+            return None
+        digest = api_keys.token_hash(token)
+        now = self.clock()
+        cached = self._keys.get(digest)
+        if cached is not None and cached[0] > now:
+            return cached[1]
+        with self.pool.connection() as conn:
+            found = store.find_api_key(conn, digest)
+        if found is None:
+            return None
+        key = Key(found[0], found[1], frozenset(found[2]))
+        with self._lock:
+            if len(self._keys) >= _CACHE_LIMIT:
+                self._keys.clear()
+            self._keys[digest] = (now + self.key_cache_seconds, key)
+        return key
+
+    def _send(
+        self, key: Key, path: str, query: str, headers: Mapping[str, str], body: bytes
+    ) -> ApiResponse:
+        parsed, bad = _parsed(body)
+        if bad is not None:
+            return bad
+        idempotency_key = headers.get(KEY_HEADER.lower())
+        errors = email_request.key_errors(idempotency_key) + email_request.email_fields(parsed)
+        if errors:
+            return _invalid(errors)
+        try:
+            with self.pool.connection() as conn:  # commits on leaving, rolls back on an error
+                result = intake.enqueue(
+                    conn,
+                    idempotency_key=idempotency_key or "",
+                    settings=self.settings,
+                    **parsed,
+                )
+        except IdempotencyConflict as exc:
+            return _problem(HTTPStatus.CONFLICT, str(exc), type_=CONFLICT)
+        except InvalidMessage as exc:
+            return _invalid([email_request.intake_error(exc)])
+        return _json(202 if result.created else 200, _accepted(result))
+
+    def _send_batch(
+        self, key: Key, path: str, query: str, headers: Mapping[str, str], body: bytes
+    ) -> ApiResponse:
+        parsed, bad = _parsed(body)
+        if bad is not None:
+            return bad
+        errors = email_request.batch_fields(parsed)
+        if errors:
+            return _invalid(errors)
+        try:
+            with self.pool.connection() as conn:
+                results = intake.enqueue_many(conn, parsed["emails"], settings=self.settings)
+        except IdempotencyConflict as exc:
+            return _problem(HTTPStatus.CONFLICT, str(exc), type_=CONFLICT)
+        except InvalidMessage as exc:
+            return _invalid([email_request.intake_error(exc, batch=True)])
+        created = any(r.created for r in results)
+        emails = [{**_accepted(r), "created": r.created} for r in results]
+        return _json(202 if created else 200, {"emails": emails})
+
+    def _show(
+        self, key: Key, path: str, query: str, headers: Mapping[str, str], body: bytes
+    ) -> ApiResponse:
+        ref = path.removeprefix("/v1/emails/")
+        if not ref.isdigit() or len(ref) > 18:
+            return _problem(HTTPStatus.NOT_FOUND, "no email with that id")
+        return self._email(key, id_=int(ref))
+
+    def _find(
+        self, key: Key, path: str, query: str, headers: Mapping[str, str], body: bytes
+    ) -> ApiResponse:
+        keys = parse_qs(query).get("idempotency_key", [])
+        if len(keys) != 1 or not keys[0]:
+            error = email_request.BadField("idempotency_key", "one query parameter is required")
+            return _invalid([error])
+        try:
+            checked = check_key(keys[0])  # a key enqueue would refuse names no email
+        except InvalidKey as exc:
+            return _invalid([email_request.BadField("idempotency_key", str(exc))])
+        return self._email(key, key_=checked)
+
+    def _email(self, key: Key, *, id_: int | None = None, key_: str | None = None) -> ApiResponse:
+        with self.pool.connection() as conn:
+            row = store.api_email(conn, id_=id_, key=key_)
+            events = store.list_events(conn, row["id"]) if row else []
+        if row is None:
+            return _problem(HTTPStatus.NOT_FOUND, "no email with that id or key")
+        return _json(200, self._shown(row, events, clear="read" in key.scopes))
+
+    def _shown(
+        self, row: dict[str, Any], events: list[dict[str, Any]], *, clear: bool
+    ) -> dict[str, Any]:
+        secret = self.settings.secret
+        ours = (self.settings.message_id_domain,)
+
+        def text(value: str | None) -> str | None:
+            if value is None or clear:
+                return value
+            return redact.addresses(value, secret=secret, own_domains=ours)
+
+        recipient = row["recipient"]
+        return {
+            "id": row["id"],
+            "idempotency_key": row["idempotency_key"],
+            "message_id": row["message_id"],
+            "recipient": recipient if clear else redact.recipient_tag(recipient, secret=secret),
+            "template": row["template"],
+            "priority": row["priority"],
+            "status": row["status"],
+            "status_reason": text(row["status_reason"]),
+            "attempts": row["attempts"],
+            "created_at": row["created_at"],
+            "next_attempt_at": row["next_attempt_at"],
+            "sent_at": row["sent_at"],
+            "failed_at": row["failed_at"],
+            "events": [
+                {
+                    "from": e["from_status"],
+                    "to": e["to_status"],
+                    "reason": text(e["reason"]),
+                    "actor": e["actor"],
+                    "at": e["at"],
+                }
+                for e in events
+            ],
+        }
+
+
+def _accepted(result: intake.Enqueued) -> dict[str, Any]:
+    # The status as accepted, so a repeated request gets the same body; GET shows the current one.
+    return {
+        "id": result.id,
+        "message_id": result.message_id,
+        "idempotency_key": result.idempotency_key,
+        "status": "suppressed" if result.suppressed else "accepted",
+    }
+
+
+def _parsed(body: bytes) -> tuple[Any, ApiResponse | None]:
+    try:
+        return orjson.loads(body), None
+    except orjson.JSONDecodeError:
+        return None, _problem(HTTPStatus.BAD_REQUEST, "the body is not JSON")
+
+
+def _invalid(errors: list[email_request.BadField]) -> ApiResponse:
+    names = ", ".join(e.where for e in errors)
+    return _problem(
+        HTTPStatus.UNPROCESSABLE_ENTITY,
+        f"nothing was written; fix: {names}",
+        type_=INVALID,
+        errors=errors,
+    )
+
+
+def _not_allowed(allowed: str) -> ApiResponse:
+    return _problem(HTTPStatus.METHOD_NOT_ALLOWED, f"use {allowed}", {"Allow": allowed})

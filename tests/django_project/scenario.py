@@ -1,0 +1,138 @@
+"""What a Django project does with outbox.django, run as its own process per backend.
+
+``python -m tests.django_project.scenario psycopg|psycopg2``: Django picks
+psycopg 3 when it can import it, so for psycopg2 the import is refused while
+Django loads its backend (Outbox itself still uses psycopg 3 for its own
+connections). Every step asserts; the last line says which driver ran.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "tests.django_project.settings")
+
+
+def load_django(backend: str) -> None:
+    import django  # noqa: PLC0415
+
+    blocked = {}
+    if backend == "psycopg2":
+        blocked = {
+            n: m for n, m in sys.modules.items() if n == "psycopg" or n.startswith("psycopg.")
+        }
+        for name in blocked:
+            del sys.modules[name]
+        sys.modules["psycopg"] = None  # type: ignore[assignment]  # import fails: psycopg2
+    django.setup()
+    import django.db.backends.postgresql.base  # noqa: PLC0415  # binds the driver now
+
+    if backend == "psycopg2":
+        del sys.modules["psycopg"]
+        sys.modules.update(blocked)
+
+
+def count(where: str = "true") -> int:
+    from django.db import connection  # noqa: PLC0415
+
+    with connection.cursor() as cur:
+        cur.execute(f"SELECT count(*) FROM email_outbox WHERE {where}")
+        return int(cur.fetchone()[0])
+
+
+LOGIN = {"name": "Alice", "code": "123456", "product": "Shop", "minutes": 10}
+NEWS = {"name": "R", "title": "News", "intro": "Hi", "url": "https://x.example"}
+
+
+class Undo(Exception):
+    pass
+
+
+def main(backend: str) -> None:
+    load_django(backend)
+    from django.core import mail  # noqa: PLC0415
+    from django.core.management import call_command  # noqa: PLC0415
+    from django.db import connection, transaction  # noqa: PLC0415
+
+    import outbox.django  # noqa: PLC0415
+    from outbox.errors import InvalidAddress, InvalidMessage  # noqa: PLC0415
+
+    call_command("outbox_migrate")
+    connection.ensure_connection()
+    driver = type(connection.connection).__module__.split(".")[0]
+    assert driver == backend, driver
+
+    def login(key: str, **kw: object) -> object:
+        args = {"to": "alice@example.com", "template": "login_code", "params": LOGIN, **kw}
+        return outbox.django.enqueue(idempotency_key=key, **args)
+
+    try:
+        with transaction.atomic():
+            login("rolled-back")
+            assert count() == 1  # visible inside the transaction
+            raise Undo
+    except Undo:
+        pass
+    assert count() == 0
+    with transaction.atomic():
+        first = login("kept")
+        try:
+            with transaction.atomic():  # a savepoint
+                login("in-savepoint")
+                outbox.django.enqueue_many(
+                    [{"idempotency_key": f"sp-{i}", "to": f"s{i}@example.com",
+                      "template": "newsletter", "params": NEWS} for i in range(3)]
+                )  # fmt: skip
+                raise Undo
+        except Undo:
+            pass
+        try:
+            with transaction.atomic():
+                login("bad", to="not-an-address")
+        except InvalidAddress:
+            pass
+    assert count() == 1
+    again = login("kept")
+    assert not again.created
+    assert (again.id, again.message_id) == (first.id, first.message_id)
+    with transaction.atomic():
+        many = outbox.django.enqueue_many(
+            [{"idempotency_key": f"nl-{i}", "to": f"r{i}@example.com",
+              "template": "newsletter", "params": NEWS} for i in range(50)]
+        )  # fmt: skip
+    assert [r.created for r in many] == [True] * 50
+    assert count("idempotency_key LIKE 'nl-%'") == 50
+
+    # send_mail through EMAIL_BACKEND: a template named in headers, in the transaction.
+    headers = {
+        "Idempotency-Key": "welcome-1",
+        "X-Outbox-Template": "login_code",
+        "X-Outbox-Params": json.dumps(LOGIN),
+    }
+    message = mail.EmailMessage("", "", to=["bob@example.com"], headers=headers)
+    try:
+        with transaction.atomic():
+            assert message.send() == 1
+            assert count("idempotency_key = 'welcome-1'") == 1
+            raise Undo
+    except Undo:
+        pass
+    assert count("idempotency_key = 'welcome-1'") == 0
+    assert message.send() == 1
+    assert message.send() == 1  # the same key: still one email
+    assert count("idempotency_key = 'welcome-1' AND recipient = 'bob@example.com'") == 1
+    refused = ""
+    try:
+        mail.send_mail("Hello", "free-form text", None, ["carol@example.com"])
+    except InvalidMessage as exc:
+        refused = str(exc)
+    assert "subject, text" in refused, "free-form content was accepted"
+    assert mail.send_mail("Hello", "text", None, ["c@example.com"], fail_silently=True) == 0
+    assert count("recipient = 'carol@example.com'") == 0
+    print(f"OK {driver}")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])

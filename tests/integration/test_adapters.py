@@ -1,0 +1,343 @@
+"""enqueue on every driver: the caller's transaction decides, the rows are the same."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import psycopg
+import pytest
+import sqlalchemy
+from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column
+
+import outbox
+from outbox.config import Settings
+from outbox.errors import IdempotencyConflict, InvalidAddress, MissingParams, StoreError
+from outbox.message.message_id import message_id
+from tests.integration.drivers import ASYNC, SYNC
+from tests.integration.helpers import LOGIN, NEWS, query
+
+# Every column but the ones the database fills with the time or a sequence.
+ROW = (
+    "SELECT to_jsonb(o) - 'id' - 'created_at' - 'next_attempt_at' AS row, params::text"
+    " FROM email_outbox o ORDER BY idempotency_key"
+)
+
+
+def execute(settings: Settings, sql: str) -> None:
+    with psycopg.connect(settings.database_url) as conn:
+        conn.execute(sql.encode())
+
+
+def count(settings: Settings) -> int:
+    return int(query(settings, "SELECT count(*) FROM email_outbox")[0][0])
+
+
+def login(key: str = "k-1", **kw: Any) -> dict[str, Any]:
+    args = {"to": "alice@example.com", "template": "login_code", "params": LOGIN}
+    return {"idempotency_key": key, **args, **kw}
+
+
+def news(n: int, start: int = 0) -> list[dict[str, Any]]:
+    return [
+        {
+            "idempotency_key": f"nl-{i}",
+            "to": f"r{i}@example.com",
+            "template": "newsletter",
+            "params": NEWS,
+        }
+        for i in range(start, start + n)
+    ]
+
+
+class Base(DeclarativeBase):
+    pass
+
+
+class Order(Base):
+    """An application's own table, for the ORM session test."""
+
+    __tablename__ = "app_order"
+    id: Mapped[int] = mapped_column(primary_key=True)
+    email: Mapped[str]
+
+
+@pytest.fixture(params=sorted(SYNC))
+def driver(request: pytest.FixtureRequest) -> Any:
+    return SYNC[request.param]
+
+
+@pytest.fixture(params=sorted(ASYNC))
+def async_driver(request: pytest.FixtureRequest) -> Any:
+    return ASYNC[request.param]
+
+
+def test_commit_rollback_and_savepoint(driver: Any, settings: Settings) -> None:
+    with driver(settings.database_url) as h:
+        result = outbox.enqueue(h.conn, **login("rolled-back"), settings=settings)
+        assert result.created
+        assert count(settings) == 0  # not committed: invisible to others
+        h.rollback()
+        assert count(settings) == 0
+        sp = h.savepoint()
+        outbox.enqueue(h.conn, **login("in-savepoint"), settings=settings)
+        sp.rollback()
+        kept = outbox.enqueue(h.conn, **login("kept"), settings=settings)
+        h.commit()
+    assert [r[0] for r in query(settings, "SELECT idempotency_key FROM email_outbox")] == ["kept"]
+    assert kept.message_id == message_id("kept", settings.message_id_domain, settings.secret)
+    assert kept.status == "pending"
+
+
+def test_a_known_key_returns_the_stored_row(driver: Any, settings: Settings) -> None:
+    with driver(settings.database_url) as h:
+        first = outbox.enqueue(h.conn, **login(), settings=settings)
+        h.commit()
+        again = outbox.enqueue(h.conn, **login(), settings=settings)
+        h.commit()
+        with pytest.raises(IdempotencyConflict, match="k-1"):
+            outbox.enqueue(h.conn, **login(to="bob@example.com"), settings=settings)
+        h.rollback()
+    assert not again.created
+    assert (again.id, again.message_id) == (first.id, first.message_id)
+    assert count(settings) == 1
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error"),
+    [({"to": "not-an-address"}, InvalidAddress), ({"params": {"name": "A"}}, MissingParams)],
+)
+def test_bad_input_raises_the_same_error_and_writes_nothing(
+    driver: Any, settings: Settings, kwargs: dict[str, Any], error: type[Exception]
+) -> None:
+    with driver(settings.database_url) as h:
+        with pytest.raises(error):
+            outbox.enqueue(h.conn, **login(**kwargs), settings=settings)
+        with pytest.raises(error, match="#1"):
+            outbox.enqueue_many(h.conn, [login("a"), login("b", **kwargs)], settings=settings)
+        outbox.enqueue(h.conn, **login("after"), settings=settings)  # the transaction lives on
+        h.commit()
+    assert count(settings) == 1
+
+
+def test_enqueue_many_all_or_none(driver: Any, settings: Settings) -> None:
+    with driver(settings.database_url) as h:
+        outbox.enqueue_many(h.conn, news(20), settings=settings)
+        h.rollback()
+        assert count(settings) == 0
+        sp = h.savepoint()
+        outbox.enqueue_many(h.conn, news(20), settings=settings)
+        sp.rollback()
+        first = outbox.enqueue_many(h.conn, news(10, start=5), settings=settings)
+        h.commit()
+        both = outbox.enqueue_many(h.conn, news(20), settings=settings)  # ten known keys
+        h.commit()
+        changed = news(20)
+        changed[7]["params"] = {**NEWS, "title": "Changed"}
+        with pytest.raises(IdempotencyConflict, match="nl-7"):
+            outbox.enqueue_many(h.conn, changed + news(5, start=20), settings=settings)
+        h.commit()
+    assert [r.created for r in both] == [True] * 5 + [False] * 10 + [True] * 5
+    assert [r.id for r in both[5:15]] == [r.id for r in first]
+    assert [r.idempotency_key for r in both] == [f"nl-{i}" for i in range(20)]
+    assert count(settings) == 20
+
+
+def test_suppressed_recipients_are_audit_rows_on_every_path(
+    driver: Any, settings: Settings
+) -> None:
+    query(
+        settings,
+        "INSERT INTO email_suppression (address, scope, reason) VALUES"
+        " ('r3@example.com', 'all', 'hard_bounce'), ('alice@example.com', 'bulk', 'unsubscribe')"
+        " RETURNING address",
+    )
+    with driver(settings.database_url) as h:
+        many = outbox.enqueue_many(h.conn, news(5), settings=settings)
+        one = outbox.enqueue(h.conn, **login(), settings=settings)  # high: not suppressed
+        h.commit()
+    assert [r.status for r in many] == ["pending"] * 3 + ["suppressed", "pending"]
+    assert one.status == "pending"
+
+
+def _rows_written_by(open_: Any, settings: Settings) -> list[tuple[Any, ...]]:
+    execute(settings, "TRUNCATE email_outbox RESTART IDENTITY")
+    with open_(settings.database_url) as h:
+        outbox.enqueue(h.conn, **login("single", priority="high"), settings=settings)
+        outbox.enqueue_many(h.conn, news(3), settings=settings)
+        h.commit()
+    return query(settings, ROW)
+
+
+async def _rows_written_async(open_: Any, settings: Settings) -> list[tuple[Any, ...]]:
+    execute(settings, "TRUNCATE email_outbox RESTART IDENTITY")
+    async with open_(settings.database_url) as h:
+        await outbox.enqueue_async(h.conn, **login("single", priority="high"), settings=settings)
+        await outbox.enqueue_many_async(h.conn, news(3), settings=settings)
+        await h.commit()
+    return query(settings, ROW)
+
+
+def test_every_driver_writes_the_same_rows(settings: Settings) -> None:
+    written = {name: _rows_written_by(open_, settings) for name, open_ in SYNC.items()}
+    for name, open_ in ASYNC.items():
+        written[name] = asyncio.run(_rows_written_async(open_, settings))
+    reference = written["psycopg"]
+    assert len(reference) == 4
+    assert reference[0][0]["params"] == NEWS
+    for name, rows in written.items():
+        differ = [
+            (k, row[0].get(k), ref[0][k])
+            for row, ref in zip(rows, reference, strict=True)
+            for k in ref[0]
+            if row[0].get(k) != ref[0][k]
+        ]
+        assert differ == [], name
+        assert rows == reference, name
+
+
+def test_an_asynchronous_connection_is_refused_with_the_accepted_types(
+    settings: Settings,
+) -> None:
+    async def main() -> None:
+        async with await psycopg.AsyncConnection.connect(settings.database_url) as conn:
+            with pytest.raises(TypeError, match=r"psycopg2 connection.*enqueue_async"):
+                outbox.enqueue(conn, **login(), settings=settings)
+
+    asyncio.run(main())
+    with pytest.raises(TypeError, match="asyncpg Connection"):
+        asyncio.run(outbox.enqueue_async(object(), **login(), settings=settings))
+    with psycopg.connect(settings.database_url) as conn:
+        with pytest.raises(TypeError, match="call enqueue / enqueue_many"):
+            asyncio.run(outbox.enqueue_async(conn, **login(), settings=settings))
+        with pytest.raises(TypeError, match="not str"):
+            outbox.enqueue_many("postgresql://", [], settings=settings)
+
+
+def test_a_store_failure_is_a_store_error(driver: Any, settings: Settings) -> None:
+    with driver(settings.database_url) as h:
+        execute(settings, "ALTER TABLE email_outbox RENAME TO email_outbox_away")
+        try:
+            with pytest.raises(StoreError):
+                outbox.enqueue(h.conn, **login(), settings=settings)
+        finally:
+            h.rollback()
+            execute(settings, "ALTER TABLE email_outbox_away RENAME TO email_outbox")
+
+
+# Asynchronous: the same behaviour, under a real event loop.
+
+
+def test_async_commit_rollback_savepoint_and_known_keys(
+    async_driver: Any, settings: Settings
+) -> None:
+    async def main() -> None:
+        async with async_driver(settings.database_url) as h:
+            await outbox.enqueue_async(h.conn, **login("rolled-back"), settings=settings)
+            await h.rollback()
+            sp = await h.savepoint()
+            await outbox.enqueue_async(h.conn, **login("in-savepoint"), settings=settings)
+            await outbox.enqueue_many_async(h.conn, news(5), settings=settings)
+            await sp.rollback()
+            first = await outbox.enqueue_async(h.conn, **login("kept"), settings=settings)
+            await h.commit()
+            again = await outbox.enqueue_async(h.conn, **login("kept"), settings=settings)
+            assert not again.created
+            assert (again.id, again.message_id) == (first.id, first.message_id)
+            with pytest.raises(InvalidAddress):
+                await outbox.enqueue_async(h.conn, **login("bad", to="x@"), settings=settings)
+            with pytest.raises(IdempotencyConflict):
+                await outbox.enqueue_async(
+                    h.conn, **login("kept", to="bob@example.com"), settings=settings
+                )
+            broken = news(3)
+            broken[2]["to"] = "broken@"
+            with pytest.raises(InvalidAddress, match="#2"):
+                await outbox.enqueue_many_async(h.conn, broken, settings=settings)
+            await outbox.enqueue_many_async(h.conn, news(1, start=9), settings=settings)
+            await h.commit()
+            with pytest.raises(IdempotencyConflict, match="nl-9"):
+                await outbox.enqueue_many_async(
+                    h.conn,
+                    [*news(2), {**news(1, start=9)[0], "to": "z@example.com"}],
+                    settings=settings,
+                )
+            many = await outbox.enqueue_many_async(h.conn, news(4), settings=settings)
+            both = await outbox.enqueue_many_async(h.conn, news(6), settings=settings)
+            await h.commit()
+            assert [r.created for r in many] == [True] * 4
+            assert [r.created for r in both] == [False] * 4 + [True] * 2
+            assert [r.id for r in both[:4]] == [r.id for r in many]
+
+    asyncio.run(main())
+    keys = [r[0] for r in query(settings, "SELECT idempotency_key FROM email_outbox ORDER BY 1")]
+    assert keys == ["kept"] + [f"nl-{i}" for i in range(6)] + ["nl-9"]
+
+
+def test_async_concurrent_enqueues_each_in_its_own_transaction(
+    async_driver: Any, settings: Settings
+) -> None:
+    async def one(i: int) -> outbox.Enqueued:
+        async with async_driver(settings.database_url) as h:
+            # Half the tasks share a key: one email for them, whoever commits first.
+            key = "shared" if i % 2 else f"own-{i}"
+            result = await outbox.enqueue_async(h.conn, **login(key), settings=settings)
+            await asyncio.sleep(0)
+            await h.commit()
+            return result
+
+    async def main() -> list[outbox.Enqueued]:
+        return await asyncio.gather(*(one(i) for i in range(12)))
+
+    results = asyncio.run(main())
+    shared = [r for r in results if r.idempotency_key == "shared"]
+    assert sum(r.created for r in shared) == 1
+    assert len({r.id for r in shared}) == 1
+    assert all(r.created for r in results if r.idempotency_key != "shared")
+    assert count(settings) == 7
+
+
+def test_a_session_flushes_its_pending_objects_first(settings: Settings) -> None:
+    """The email is written after the business rows the session holds, in one transaction."""
+    url = settings.database_url.replace("postgresql://", "postgresql+psycopg://", 1)
+    engine = sqlalchemy.create_engine(url, poolclass=sqlalchemy.pool.NullPool)
+    try:
+        Base.metadata.create_all(engine)
+        with Session(engine) as session:
+            session.add(Order(email="alice@example.com"))
+            result = outbox.enqueue(session, **login("order-1"), settings=settings)
+            # Flushed before the email, in the same transaction: both seen together.
+            seen = session.execute(
+                sqlalchemy.text(
+                    "SELECT (SELECT count(*) FROM app_order),"
+                    " (SELECT count(*) FROM email_outbox WHERE id = :id)"
+                ),
+                {"id": result.id},
+            ).one()
+            assert tuple(seen) == (1, 1)
+            assert not session.new
+            session.rollback()
+        assert count(settings) == 0
+    finally:
+        Base.metadata.drop_all(engine)
+        engine.dispose()
+
+
+def test_async_many_transactions_racing_for_one_key_get_one_email(
+    async_driver: Any, settings: Settings
+) -> None:
+    """The key's and the Message-ID's unique indexes both decide: no race may fail."""
+
+    async def one() -> outbox.Enqueued:
+        async with async_driver(settings.database_url) as h:
+            result = await outbox.enqueue_async(h.conn, **login("race"), settings=settings)
+            await h.commit()
+            return result
+
+    async def main() -> list[outbox.Enqueued]:
+        return await asyncio.gather(*(one() for _ in range(24)))
+
+    results = asyncio.run(main())
+    assert sum(r.created for r in results) == 1
+    assert len({(r.id, r.message_id) for r in results}) == 1
+    assert count(settings) == 1

@@ -1,0 +1,127 @@
+"""Enqueue's statements as data: built once, rendered per driver's placeholder style."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import orjson
+import pytest
+
+from outbox import intake
+from outbox.db import statement
+from outbox.db.statement import FORMAT, NAMED, NUMERIC_DOLLAR, PYFORMAT, Column, Statement
+
+SQL = "SELECT %(a)s, %(b)s, lower(%(a)s), 'x%%'"
+PARAMS = {"a": 1, "b": "two"}
+
+
+def test_pyformat_is_the_neutral_form_unchanged() -> None:
+    assert statement.render(Statement(SQL, PARAMS), PYFORMAT) == (SQL, PARAMS)
+
+
+def test_numeric_dollar_numbers_each_name_once_in_order_of_appearance() -> None:
+    sql, params = statement.render(Statement(SQL, PARAMS), NUMERIC_DOLLAR)
+    assert sql == "SELECT $1, $2, lower($1), 'x%'"
+    assert params == (1, "two")
+
+
+def test_format_binds_a_name_used_twice_twice() -> None:
+    sql, params = statement.render(Statement(SQL, PARAMS), FORMAT)
+    assert sql == "SELECT %s, %s, lower(%s), 'x%%'"
+    assert params == (1, "two", 1)
+
+
+def test_named_style() -> None:
+    sql, params = statement.render(Statement(SQL, PARAMS), NAMED)
+    assert sql == "SELECT :a, :b, lower(:a), 'x%'"
+    assert params == PARAMS
+
+
+def test_an_unknown_style_is_refused() -> None:
+    with pytest.raises(ValueError, match="qmark"):
+        statement.render(Statement(SQL, PARAMS), "qmark")
+
+
+def test_a_missing_parameter_is_a_key_error_not_a_shifted_binding() -> None:
+    with pytest.raises(KeyError):
+        statement.render(Statement(SQL, {"a": 1}), NUMERIC_DOLLAR)
+
+
+def test_every_query_of_intake_renders_for_asyncpg_without_a_percent_left() -> None:
+    values = {c.field: "v" for c in intake.COLUMNS}
+    for built in (
+        statement.insert_message(intake.COLUMNS, values),
+        statement.insert_rows(intake.COLUMNS, [tuple("v" for _ in intake.COLUMNS)]),
+        statement.find_by_key("k"),
+        statement.existing_keys(["k"]),
+        statement.copied_rows(1, 2),
+        statement.suppress_copied([1], ["r"]),
+        statement.notify_due("bulk"),
+        statement.store_template_version(
+            version="h", name="n", files={}, compiled_html=None, compiled_text="t"
+        ),
+    ):
+        sql, params = statement.render(built, NUMERIC_DOLLAR)
+        assert "%" not in sql
+        assert "/*" not in sql
+        assert isinstance(params, tuple)
+        assert len(params) == len(set(statement._converted(built.sql, NUMERIC_DOLLAR)[1]))
+
+
+COLS = (Column("key", "idempotency_key"), Column("params", "params", json=True), Column("x", "x"))
+
+
+def test_insert_message_lists_the_row_columns_and_their_placeholders() -> None:
+    built = statement.insert_message(COLS, {"key": "k", "params": "{}", "x": None})
+    assert "INSERT INTO email_outbox (idempotency_key, params, x, status, status_reason)" in (
+        built.sql
+    )
+    assert "SELECT %(key)s, %(params)s, %(x)s," in built.sql
+    assert built.params == {"key": "k", "params": "{}", "x": None}
+
+
+def test_insert_rows_sends_one_json_array_with_json_columns_embedded() -> None:
+    built = statement.insert_rows(COLS, [("k1", '{"a": [1, 2]}', None), ("k2", None, "é\n")])
+    assert "SELECT g.idempotency_key, g.params, g.x," in built.sql
+    assert list(built.params) == ["rows"]
+    assert orjson.loads(built.params["rows"]) == [
+        {"idempotency_key": "k1", "params": {"a": [1, 2]}, "x": None},
+        {"idempotency_key": "k2", "params": None, "x": "é\n"},
+    ]
+
+
+def test_insert_rows_refuses_a_row_of_the_wrong_width() -> None:
+    with pytest.raises(ValueError, match="zip"):
+        statement.insert_rows(COLS, [("k1", "{}")])
+
+
+def test_copy_names_the_columns() -> None:
+    copy = statement.copy_outbox(COLS, iter([("k", "{}", None)]))
+    assert statement.copy_sql(copy) == (
+        "COPY email_outbox (idempotency_key, params, x, status_reason) FROM STDIN"
+    )
+    assert list(copy.rows) == [("k", "{}", None, "enqueued")]  # as insert_message writes it
+
+
+def test_the_columns_follow_the_row_fields() -> None:
+    fields = [f.name for f in dataclasses.fields(intake._Row)]
+    assert [c.field for c in intake.COLUMNS] == fields
+    assert intake.COLUMNS[0] == Column("key", "idempotency_key")
+    assert [c.name for c in intake.COLUMNS if c.json] == ["params"]
+
+
+def test_template_files_travel_as_json_text() -> None:
+    built = statement.store_template_version(
+        version="h", name="n", files={"a.txt": "x"}, compiled_html=None, compiled_text="t"
+    )
+    assert orjson.loads(built.params["files"]) == {"a.txt": "x"}
+
+
+def test_savepoint_commands_fetch_nothing() -> None:
+    for command in (
+        statement.SAVEPOINT,
+        statement.ROLLBACK_TO_SAVEPOINT,
+        statement.RELEASE_SAVEPOINT,
+    ):
+        assert not command.returns_rows
+        assert "outbox_copy" in command.sql
