@@ -79,7 +79,18 @@ def _parser() -> argparse.ArgumentParser:  # noqa: PLR0915 (one statement per co
         sub.set_defaults(handler=handler)
         return sub
 
-    command("migrate", cmd_migrate, "create or update the schema (safe while workers run)")
+    migrate = command(
+        "migrate", cmd_migrate, "create or update the schema (safe while workers run)"
+    )
+    migrate.add_argument("--status", action="store_true", help="list applied and pending ones")
+    migrate.add_argument("--json", action="store_true", help="--status: machine-readable output")
+    migrate.add_argument(
+        "--lock-timeout",
+        type=float,
+        default=0.5,
+        metavar="SECONDS",
+        help="longest wait for a table lock before a pause and a retry (default 0.5)",
+    )
     config = command("config", cmd_config, "the effective settings; `check`: every problem")
     config.add_argument("action", nargs="?", choices=["show", "check"], default="show")
     config.add_argument(
@@ -200,8 +211,39 @@ def cmd_migrate(settings: Settings, args: argparse.Namespace) -> int:
     from outbox.db import store  # noqa: PLC0415
 
     with _connect(settings) as conn:
-        applied = store.migrate(conn)
-    print("applied: " + ", ".join(applied) if applied else "schema is up to date")
+        if args.status:
+            states = store.migration_status(conn)
+        else:
+            applied = store.migrate(
+                conn,
+                lock_timeout=args.lock_timeout,
+                on_wait=lambda label, n: print(
+                    f"{label}: waiting for traffic's locks (try {n})", file=sys.stderr
+                ),
+            )
+    if not args.status:
+        print("applied: " + ", ".join(applied) if applied else "schema is up to date")
+        return 0
+    if args.json:
+        print(
+            json.dumps(
+                [
+                    {
+                        "version": m.version,
+                        "name": m.name,
+                        "applied_at": m.applied_at.isoformat() if m.applied_at else None,
+                    }
+                    for m in states
+                ],
+                indent=2,
+            )
+        )
+        return 0
+    for m in states:
+        when = f"applied {m.applied_at:%Y-%m-%d %H:%M:%S}" if m.applied_at else "pending"
+        print(f"{m.version:04d}_{m.name:<32} {when}")
+    pending = sum(1 for m in states if m.applied_at is None)
+    print(f"{pending} pending: run `outbox migrate`" if pending else "schema is up to date")
     return 0
 
 
