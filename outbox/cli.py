@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import datetime as dt
 import io
 import json
 import logging
 import os
+import re
 import signal
 import sys
 import threading
@@ -17,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from outbox import redact
 from outbox.config import Settings, default_settings
-from outbox.errors import OutboxError
+from outbox.errors import OutboxError, SchemaMissing
 from outbox.redact import recipient_tag
 from outbox.telemetry.tracing import trace_id_of
 
@@ -66,12 +68,24 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(args.handler(settings, args) or 0)
     except OutboxError as exc:
-        print(f"outbox: {redact.Redactor.from_settings(settings).text(str(exc))}", file=sys.stderr)
+        # One line: a database error's context (LINE 4: ...) is for a developer's log.
+        said = (str(exc).splitlines() or [type(exc).__name__])[0]
+        print(f"outbox: {redact.Redactor.from_settings(settings).text(said)}", file=sys.stderr)
         return 2
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version  # noqa: PLC0415
+
+    try:
+        return version("outbox-email")
+    except PackageNotFoundError:  # run from a source tree that was never installed
+        return "unknown"
 
 
 def _parser() -> argparse.ArgumentParser:  # noqa: PLR0915 (one statement per command)
     parser = argparse.ArgumentParser(prog="outbox", description=__doc__)
+    parser.add_argument("--version", action="version", version=f"outbox {_version()}")
     commands = parser.add_subparsers(required=True, metavar="COMMAND")
 
     def command(name: str, handler: Any, help_text: str) -> argparse.ArgumentParser:
@@ -114,31 +128,42 @@ def _parser() -> argparse.ArgumentParser:  # noqa: PLR0915 (one statement per co
     status.add_argument("--json", action="store_true", help="machine-readable output")
     show = command("show", cmd_show, "one email with its attempts and status changes")
     which_email = show.add_mutually_exclusive_group(required=True)
-    which_email.add_argument("ref", nargs="?", metavar="KEY|MESSAGE-ID")
+    which_email.add_argument(
+        "ref", nargs="?", metavar="REF", help="key, Message-ID (brackets optional), id, provider id"
+    )
     which_email.add_argument(
         "--to", metavar="ADDRESS", help="the latest emails to ADDRESS (- reads it from stdin)"
     )
-    show.add_argument("--json", action="store_true")
+    show.add_argument("--json", action="store_true", help="one JSON object per email")
     show.add_argument(
         "--reveal",
         action="store_true",
         help="show addresses in reply texts and the recipient in clear (support only)",
     )
     requeue = command("requeue", cmd_requeue, "send failed, dead or held emails again")
-    which = requeue.add_mutually_exclusive_group(required=True)
-    which.add_argument("ref", nargs="?", metavar="KEY|MESSAGE-ID")
-    which.add_argument("--dead", action="store_true", help="every dead email")
-    which.add_argument("--held", action="store_true", help="every held email")
+    requeue.add_argument("ref", nargs="?", metavar="REF", help="one email (as `outbox show`)")
+    requeue.add_argument("--failed", action="store_true", help="failed emails")
+    requeue.add_argument("--dead", action="store_true", help="dead emails")
+    requeue.add_argument("--held", action="store_true", help="held emails")
+    requeue.add_argument("--template", help="only emails of this template")
+    requeue.add_argument("--since", metavar="WHEN", help="only emails enqueued since (2h, 7d, ISO)")
+    requeue.add_argument("--to-domain", metavar="DOMAIN", help="only emails to this domain")
+    requeue.add_argument("--dry-run", action="store_true", help="count them, change nothing")
+    requeue.add_argument("--batch", type=int, default=1000, help=argparse.SUPPRESS)
+    requeue.add_argument("--json", action="store_true", help="machine-readable output")
     suppress = command("suppress", cmd_suppress, "manage the suppression list")
     suppress.add_argument("action", choices=["add", "remove", "list", "check"])
     suppress.add_argument("address", nargs="?")
     suppress.add_argument(
         "--scope", choices=["all", "bulk"], default="all", help="bulk: only newsletters (add)"
     )
-    suppress.add_argument("--reason", default="manual", help="recorded with the entry (add)")
+    suppress.add_argument(
+        "--reason", default="manual", help="add: why, in a word or a line of your own"
+    )
     suppress.add_argument(
         "--reveal", action="store_true", help="list: addresses in clear (support only)"
     )
+    suppress.add_argument("--json", action="store_true", help="list, check: machine-readable")
     bounces = command("bounces", cmd_bounces, "receive, ingest and classify bounces")
     bounces.add_argument("action", choices=["serve", "ingest", "classify", "reprocess"])
     bounces.add_argument("files", nargs="*", metavar="FILE", help="a message file, or - for stdin")
@@ -172,13 +197,28 @@ def _parser() -> argparse.ArgumentParser:  # noqa: PLR0915 (one statement per co
 def _connect(settings: Settings) -> store.Conn:
     from outbox.db import store  # noqa: PLC0415
     from outbox.errors import StoreError  # noqa: PLC0415
+    from outbox.preflight import database_url_problem  # noqa: PLC0415
 
+    problem = database_url_problem(settings.database_url)
+    if problem:
+        raise OutboxError(problem)
     try:
         return store.connect(settings.database_url)
     except StoreError as exc:
-        raise OutboxError(
-            f"cannot reach Postgres at DATABASE_URL ({exc.__cause__}); start it or set DATABASE_URL"
-        ) from exc
+        raise OutboxError(connect_failure(str(exc.__cause__))) from exc
+
+
+def connect_failure(said: str) -> str:
+    """What to do about a failed connection, in one line."""
+    said = " ".join(said.split())
+    missing = re.search(r'database "([^"]+)" does not exist', said)
+    if missing:
+        name = missing.group(1)
+        return (
+            f'database "{name}" does not exist on the server DATABASE_URL names: '
+            f"create it (`createdb {name}`), then run `outbox migrate`"
+        )
+    return f"cannot reach Postgres at DATABASE_URL ({said}); start it or set DATABASE_URL"
 
 
 def cmd_config(settings: Settings, args: argparse.Namespace) -> int:
@@ -335,8 +375,12 @@ def cmd_status(settings: Settings, args: argparse.Namespace) -> int:
                 counts = store.status_counts(conn)
                 oldest = store.oldest_unsent(conn)
                 paced = store.paced_pending(conn)
+            except SchemaMissing:
+                raise  # said in one line, with what to do
             except OutboxError:
                 counts, oldest, paced = [], {}, {}
+                with contextlib.suppress(OutboxError):
+                    store.rollback(conn)  # the health checks below need a usable connection
             health = gather(settings, conn)
             with contextlib.suppress(OutboxError):
                 store.rollback(conn)
@@ -400,7 +444,25 @@ def _print_health(health: Any) -> None:
         )
 
 
+def _json(value: Any) -> str:
+    return json.dumps(value, default=_json_value)
+
+
+def _json_value(value: Any) -> Any:
+    if isinstance(value, dt.datetime):
+        return value.isoformat(timespec="milliseconds")
+    return str(value)
+
+
+def _ts(value: dt.datetime | None) -> str:
+    """A timestamp to the millisecond: attempts of one second are told apart."""
+    if value is None:
+        return "-"
+    return f"{value:%Y-%m-%d %H:%M:%S}.{value.microsecond // 1000:03d}"
+
+
 def cmd_show(settings: Settings, args: argparse.Namespace) -> int:
+    from outbox.cli_input import email_ref  # noqa: PLC0415
     from outbox.db import store  # noqa: PLC0415
 
     redactor = redact.Redactor.from_settings(settings)
@@ -414,11 +476,13 @@ def cmd_show(settings: Settings, args: argparse.Namespace) -> int:
                 print(f"no email to {tag}", file=sys.stderr)
                 return 1
         else:
-            row = store.find_message(conn, args.ref)
-            if row is None:
-                print(f"no email with key or Message-ID {args.ref!r}", file=sys.stderr)
+            rows = store.find_messages(conn, email_ref(args.ref))
+            if not rows:
+                print(
+                    f"no email with key, Message-ID, id or provider id {args.ref!r}",
+                    file=sys.stderr,
+                )
                 return 1
-            rows = [row]
         shown = [_email_details(conn, row) for row in rows]
     for index, (row, attempts, events, bounces) in enumerate(shown):
         if not args.reveal:
@@ -427,10 +491,7 @@ def cmd_show(settings: Settings, args: argparse.Namespace) -> int:
         row["trace_id"] = trace_id_of(row.pop("trace_context", None))
         row.pop("params")  # may hold personal data; `outbox show` is for operators' logs too
         if args.json:
-            text = json.dumps(
-                {"email": row, "attempts": attempts, "events": events, "bounces": bounces},
-                default=str,
-            )
+            text = _json({"email": row, "attempts": attempts, "events": events, "bounces": bounces})
         else:
             text = _show_text(row, attempts, events, bounces)
             text = text if index == 0 else "\n" + text
@@ -457,20 +518,23 @@ def _show_text(
     events: list[dict[str, Any]],
     bounces: list[dict[str, Any]],
 ) -> str:
-    lines = [f"{name:>20}: {value}" for name, value in row.items()]
-    lines.append("attempts:")
+    lines = [
+        f"{name:>20}: {_ts(value) if isinstance(value, dt.datetime) else value}"
+        for name, value in row.items()
+    ]
+    lines.append("attempts:" if attempts else "attempts: none yet")
     for a in attempts:
+        # Numbered across requeues; a requeue restarts the try count of the budget.
+        tried = f" (try {a['attempt']} after a requeue)" if a["attempt"] != a["number"] else ""
         lines.append(
-            f"  #{a['attempt']} {a['attempted_at']:%Y-%m-%d %H:%M:%S} {a['verdict']:<9} "
+            f"  #{a['number']}{tried} {_ts(a['attempted_at'])} {a['verdict']:<9} "
             f"via {a['transport'] or '?'} {a['reply_code'] or '-'} "
             f"{a['enhanced_status'] or ''} {a['reply_text'] or ''}"
         )
     lines.append("status changes:")
-    lines.append(f"  {row['created_at']:%Y-%m-%d %H:%M:%S} -> pending (enqueued)")
+    lines.append(f"  {_ts(row['created_at'])} -> pending (enqueued)")
     for e in events:
-        lines.append(
-            f"  {e['at']:%Y-%m-%d %H:%M:%S} {e['from_status']} -> {e['to_status']} ({e['reason']})"
-        )
+        lines.append(f"  {_ts(e['at'])} {e['from_status']} -> {e['to_status']} ({e['reason']})")
     if bounces:
         lines.append("bounce reports:")
     for b in bounces:
@@ -479,25 +543,78 @@ def _show_text(
             for r in b["results"]
         )
         lines.append(
-            f"  #{b['id']} {b['received_at']:%Y-%m-%d %H:%M:%S} {b['source']} "
+            f"  #{b['id']} {_ts(b['received_at'])} {b['source']} "
             f"linked by {b['link']}: {verdicts or 'no verdict'}"
         )
     return "\n".join(lines)
 
 
 def cmd_requeue(settings: Settings, args: argparse.Namespace) -> int:
+    from outbox.cli_input import email_ref, requeue_filter  # noqa: PLC0415
     from outbox.db import store  # noqa: PLC0415
 
+    chosen = args.failed or args.dead or args.held
+    if args.ref and (chosen or args.template or args.since or args.to_domain):
+        raise OutboxError("name one email, or choose with --failed/--dead/--held and filters")
+    if args.ref:
+        with _connect(settings) as conn:
+            if args.dry_run:
+                rows = store.find_messages(conn, email_ref(args.ref))
+                parked = [r for r in rows if r["status"] in ("failed", "dead", "held")]
+                store.rollback(conn)
+                count = len(parked)
+            else:
+                count = len(store.requeue(conn, email_ref(args.ref)))
+                store.commit(conn)
+        if not count:
+            print(
+                f"no failed, dead or held email with key, Message-ID or id {args.ref!r}",
+                file=sys.stderr,
+            )
+            return 1
+        verb = "would requeue" if args.dry_run else "requeued"
+        print(
+            _json({"requeued": count, "dry_run": args.dry_run}) if args.json else f"{verb} 1 email"
+        )
+        return 0
+    selected = requeue_filter(
+        failed=args.failed,
+        dead=args.dead,
+        held=args.held,
+        template=args.template,
+        since=args.since,
+        to_domain=args.to_domain,
+        now=dt.datetime.now(dt.UTC),
+    )
     with _connect(settings) as conn:
-        if args.ref:
-            woken = store.requeue(conn, ref=args.ref)
-        else:
-            woken = store.requeue(conn, status="dead" if args.dead else "held")
-        store.commit(conn)
-    if args.ref and not woken:
-        print(f"no failed, dead or held email with key or Message-ID {args.ref!r}", file=sys.stderr)
-        return 1
-    print(f"requeued {len(woken)} emails")
+        counts = store.requeue_count(conn, selected.params())
+        store.rollback(conn)
+        total = sum(n for _, _, n in counts)
+        if args.dry_run or not total:
+            if args.json:
+                found = [{"status": s, "priority": p, "count": n} for s, p, n in counts]
+                print(_json({"would_requeue": found, "dry_run": args.dry_run}))
+            elif not total:
+                print("no email matches: nothing to requeue")
+            else:
+                for status, priority, count in counts:
+                    print(f"would requeue {count} {status} {priority} emails")
+            return 0
+        progress = None
+        if not args.json and total > args.batch:
+
+            def progress(done: int) -> None:
+                print(f"requeued {done}/{total}", file=sys.stderr, flush=True)
+
+        woken = store.requeue_matching(
+            conn, selected.params(), batch=max(1, args.batch), on_batch=progress
+        )
+    done = sum(woken.values())
+    if args.json:
+        print(_json({"requeued": woken, "dry_run": False}))
+    else:
+        per = ", ".join(f"{n} {p}" for p, n in sorted(woken.items()))
+        print(f"requeued {done} emails ({per})" if done else "no email matches: nothing to requeue")
     return 0
 
 
@@ -507,12 +624,15 @@ def cmd_suppress(settings: Settings, args: argparse.Namespace) -> int:
     if args.action != "list" and not args.address:
         print(f"outbox suppress {args.action} needs an ADDRESS", file=sys.stderr)
         return 2
+    if args.action == "add":
+        from outbox.cli_input import suppression_reason  # noqa: PLC0415
+        from outbox.validate import normalize_address  # noqa: PLC0415
+
+        address = normalize_address(args.address)
+        reason = suppression_reason(args.reason)  # checked before anything is written
     with _connect(settings) as conn:
         if args.action == "add":
-            from outbox.validate import normalize_address  # noqa: PLC0415
-
-            address = normalize_address(args.address)
-            added = store.suppress(conn, address, reason=args.reason, scope=args.scope)
+            added = store.suppress(conn, address, reason=reason, scope=args.scope)
             store.commit(conn)
             print(f"suppressed ({args.scope})" if added else "already suppressed")
         elif args.action == "remove":
@@ -522,13 +642,21 @@ def cmd_suppress(settings: Settings, args: argparse.Namespace) -> int:
             return 0 if removed else 1
         elif args.action == "check":
             found = store.find_suppression(conn, args.address)
+            if args.json:
+                print(_json(None if found is None else _suppression(found, settings, reveal=False)))
+                return 1 if found is None else 0
             if found is None:
                 print("not suppressed")
                 return 1
-            since = f"{found.created_at:%Y-%m-%d %H:%M}"
-            print(f"suppressed ({found.scope}): {found.reason} since {since}")
+            print(f"suppressed ({found.scope}): {found.reason} since {_ts(found.created_at)}")
         else:
-            for entry in store.list_suppressions(conn):
+            entries = store.list_suppressions(conn)
+            if args.json:
+                print(_json([_suppression(e, settings, reveal=args.reveal) for e in entries]))
+                return 0
+            if not entries:
+                print("no address is suppressed")
+            for entry in entries:
                 shown = (
                     entry.address
                     if args.reveal
@@ -539,6 +667,17 @@ def cmd_suppress(settings: Settings, args: argparse.Namespace) -> int:
                     f"{shown}"
                 )
     return 0
+
+
+def _suppression(entry: Any, settings: Settings, *, reveal: bool) -> dict[str, Any]:
+    return {
+        "address": entry.address
+        if reveal
+        else recipient_tag(entry.address, secret=settings.secret),
+        "scope": entry.scope,
+        "reason": entry.reason,
+        "since": entry.created_at,
+    }
 
 
 def cmd_bounces(settings: Settings, args: argparse.Namespace) -> int:

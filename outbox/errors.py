@@ -14,7 +14,8 @@
     │   ├── InvalidKey           the idempotency key is empty, too long or has control characters
     │   └── IdempotencyConflict  the key exists with different content
     ├── StoreError               the database failed (the psycopg error is the __cause__)
-    │   └── PoolExhausted        no connection from the pool in time
+    │   ├── PoolExhausted        no connection from the pool in time
+    │   └── SchemaMissing        the tables are missing or older than this version
     ├── BrokerError              the message broker failed (its error is the __cause__)
     ├── TemplateError            a template could not be rendered
     ├── TransportError           a transport is misconfigured (a refused send is a reply)
@@ -81,6 +82,10 @@ class StoreError(OutboxError):
 
 class PoolExhausted(StoreError):
     """No connection came from the pool within its timeout."""
+
+
+class SchemaMissing(StoreError):
+    """The database has no Outbox tables, or older ones: run `outbox migrate`."""
 
 
 class BrokerError(OutboxError):

@@ -16,6 +16,7 @@ is not a readable directory.
 from __future__ import annotations
 
 import os
+import re
 import sys
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, fields
@@ -187,16 +188,37 @@ def _exit(process: str, lines: list[str]) -> None:
     raise SystemExit(2)
 
 
-def _database_url(settings: Settings) -> None:
-    url = settings.database_url
+_DATABASE_URL_FORM = "postgresql://USER:PASSWORD@HOST:5432/DATABASE, or libpq key=value pairs"
+
+
+def database_url_problem(url: str) -> str | None:
+    """Why ``url`` is not a connection string libpq can read, in one line; None if it is.
+
+    libpq's own complaint quotes the part it choked on, which may be the
+    password: quoted parts are left out.
+    """
     if "://" in url:
         scheme = url.split("://", 1)[0]
         if scheme not in {"postgresql", "postgres"}:
-            raise ConfigError(
-                "DATABASE_URL must be a postgresql:// URL (or a libpq key=value string)"
-            )
+            return f"DATABASE_URL must be a postgresql:// URL ({_DATABASE_URL_FORM})"
     elif "=" not in url:
-        raise ConfigError("DATABASE_URL must be a postgresql:// URL (or a libpq key=value string)")
+        return f"DATABASE_URL must be a postgresql:// URL ({_DATABASE_URL_FORM})"
+    import psycopg  # noqa: PLC0415 (commands that need no database do not load the driver)
+    from psycopg.conninfo import conninfo_to_dict  # noqa: PLC0415
+
+    try:
+        conninfo_to_dict(url)
+    except psycopg.Error as exc:
+        said = " ".join(str(exc).split())
+        said = re.sub(r'"[^"]*"', "…", said)
+        return f"DATABASE_URL is malformed ({said}); expected {_DATABASE_URL_FORM}"
+    return None
+
+
+def _database_url(settings: Settings) -> None:
+    problem = database_url_problem(settings.database_url)
+    if problem:
+        raise ConfigError(problem)
 
 
 def _broker_url(settings: Settings) -> None:

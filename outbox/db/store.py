@@ -1,7 +1,9 @@
 """One function per named query; psycopg errors become StoreError here only.
 
-Functions take a connection and never commit, except :func:`migrate`; the
-caller owns the transaction.
+Functions take a connection and never commit, except :func:`migrate` and the
+batched maintenance functions (:func:`requeue_matching`), which commit after
+each bounded batch so that no lock is held long; otherwise the caller owns the
+transaction.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from psycopg_pool import ConnectionPool, PoolTimeout
 from outbox.db.sql import migrations, queries
 from outbox.db.sql.statements import Migration, concurrent_index_name, is_concurrent
 from outbox.delivery.breaker import BreakerState
-from outbox.errors import PoolExhausted, StoreError
+from outbox.errors import PoolExhausted, SchemaMissing, StoreError
 
 Conn = psycopg.Connection[Any]
 _log = logging.getLogger(__name__)
@@ -36,10 +38,24 @@ _log = logging.getLogger(__name__)
 _MIGRATION_LOCK = 0x0B0C5
 
 
+# What a statement meets on a database that was never migrated, or migrated
+# by an older version: a table, column or function it names is not there.
+_SCHEMA_MISSING = (
+    psycopg.errors.UndefinedTable,
+    psycopg.errors.UndefinedColumn,
+    psycopg.errors.UndefinedFunction,
+)
+
+
 @contextlib.contextmanager
 def translate_errors() -> Iterator[None]:
     try:
         yield
+    except _SCHEMA_MISSING as exc:
+        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise SchemaMissing(
+            f"the database has no Outbox tables or older ones ({first}): run `outbox migrate`"
+        ) from exc
     except psycopg.Error as exc:
         raise StoreError(f"database error: {exc}") from exc
 
@@ -675,9 +691,10 @@ def oldest_unsent(conn: Conn) -> dict[str, float]:
         return {r[0]: float(r[1]) for r in conn.execute(queries["oldest_unsent"]).fetchall()}
 
 
-def find_message(conn: Conn, ref: str) -> dict[str, Any] | None:
+def find_messages(conn: Conn, ref: dict[str, Any]) -> list[dict[str, Any]]:
+    """The rows ``ref`` (:func:`outbox.cli_input.email_ref`) names, oldest first."""
     with translate_errors(), conn.cursor(row_factory=dict_row) as cur:
-        return cur.execute(queries["find_message"], {"ref": ref}).fetchone()
+        return cur.execute(queries["find_message"], ref).fetchall()
 
 
 def list_attempts(conn: Conn, outbox_id: int) -> list[dict[str, Any]]:
@@ -702,16 +719,50 @@ def list_bounces(conn: Conn, outbox_id: int) -> list[dict[str, Any]]:
     return rows
 
 
-def requeue(conn: Conn, *, ref: str | None = None, status: str | None = None) -> list[str]:
-    """Send parked rows again; returns the priorities woken, one per row."""
+def requeue(conn: Conn, ref: dict[str, Any]) -> list[str]:
+    """Send the parked rows ``ref`` names again; the priorities woken, one per row."""
     with translate_errors():
-        if ref is not None:
-            rows = conn.execute(queries["requeue_key"], {"ref": ref}).fetchall()
-        else:
-            rows = conn.execute(queries["requeue_status"], {"status": status}).fetchall()
+        rows = conn.execute(queries["requeue_key"], ref).fetchall()
         for priority in sorted({r[1] for r in rows}):
             conn.execute(queries["notify_due"], {"priority": priority})
     return [r[1] for r in rows]
+
+
+def requeue_count(conn: Conn, selected: dict[str, Any]) -> list[tuple[str, str, int]]:
+    """(status, priority, count) of the parked rows a filter's ``params()`` selects."""
+    with translate_errors():
+        rows = conn.execute(queries["requeue_count"], selected).fetchall()
+    return [(r[0], r[1], int(r[2])) for r in rows]
+
+
+def requeue_matching(
+    conn: Conn,
+    selected: dict[str, Any],
+    *,
+    batch: int = 1000,
+    on_batch: Callable[[int], None] | None = None,
+) -> dict[str, int]:
+    """Send every parked row a filter's ``params()`` selects again; rows per priority.
+
+    Commits after each batch of ``batch`` rows, so no lock outlives a batch and
+    an interrupted run keeps what it did; ``on_batch(done so far)`` follows
+    each commit.
+    """
+    woken: dict[str, int] = {}
+    with translate_errors():
+        started = conn.execute("SELECT clock_timestamp()").fetchone()
+        conn.commit()
+        args = {**selected, "started": started[0] if started else None, "limit": batch}
+        while True:
+            rows = conn.execute(queries["requeue_batch"], args).fetchall()
+            for priority in sorted({r[1] for r in rows}):
+                conn.execute(queries["notify_due"], {"priority": priority})
+                woken[priority] = woken.get(priority, 0) + sum(1 for r in rows if r[1] == priority)
+            conn.commit()
+            if on_batch is not None and rows:
+                on_batch(sum(woken.values()))
+            if len(rows) < batch:
+                return woken
 
 
 def status_counts_by_prefix(conn: Conn, prefix: str) -> list[tuple[str, str, int]]:

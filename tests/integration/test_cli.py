@@ -181,8 +181,8 @@ def test_requeue(settings: Settings) -> None:
     one = outbox(settings, "requeue", "nl-0")
     assert one.returncode == 0, one.stderr
     assert "requeued 1" in one.stdout
-    assert outbox(settings, "requeue", "--dead").stdout.strip() == "requeued 1 emails"
-    assert outbox(settings, "requeue", "--held").stdout.strip() == "requeued 1 emails"
+    assert outbox(settings, "requeue", "--dead").stdout.strip() == "requeued 1 emails (1 bulk)"
+    assert outbox(settings, "requeue", "--held").stdout.strip() == "requeued 1 emails (1 bulk)"
     assert statuses(settings) == {"pending": 4}
     assert query(settings, "SELECT max(attempts) FROM email_outbox")[0][0] == 0
     reasons = {

@@ -295,16 +295,21 @@ CROSS JOIN LATERAL (
 ) AS oldest;
 
 -- find_message --
--- One row by idempotency key or Message-ID.
+-- The rows an operator's reference names: key, Message-ID (with or without its
+-- brackets), row id or provider id; each has an index.
 SELECT id, idempotency_key, recipient, template, params, message_id, priority, status,
        status_reason, attempts, next_attempt_at, locked_by, locked_at, last_error,
        provider_message_id, created_at, queued_at, sent_at, failed_at, trace_context
-FROM email_outbox WHERE idempotency_key = %(ref)s OR message_id = %(ref)s;
+FROM email_outbox
+WHERE idempotency_key = %(ref)s OR message_id = %(ref)s OR message_id = %(bracketed)s
+   OR id = %(row_id)s::bigint OR provider_message_id = %(ref)s
+ORDER BY id LIMIT 20;
 
 -- list_attempts --
--- Every attempt of one row.
-SELECT attempt, verdict, stage, reply_code, enhanced_status, reply_text, duration_ms, worker,
-       transport, attempted_at
+-- Every attempt of one row. `attempt` restarts at 1 after a requeue; `number`
+-- counts them all.
+SELECT row_number() OVER (ORDER BY id) AS number, attempt, verdict, stage, reply_code,
+       enhanced_status, reply_text, duration_ms, worker, transport, attempted_at
 FROM email_attempt WHERE outbox_id = %(id)s ORDER BY id;
 
 -- list_events --
@@ -322,16 +327,40 @@ FROM email_bounce WHERE outbox_id = %(id)s ORDER BY id;
 UPDATE email_outbox
 SET status = 'pending', status_reason = 'requeued by operator', attempts = 0,
     next_attempt_at = now(), requeued_at = now(), locked_by = NULL, locked_at = NULL
-WHERE (idempotency_key = %(ref)s OR message_id = %(ref)s) AND status IN ('failed', 'dead', 'held')
+WHERE (idempotency_key = %(ref)s OR message_id = %(ref)s OR message_id = %(bracketed)s
+       OR id = %(row_id)s::bigint OR provider_message_id = %(ref)s)
+  AND status IN ('failed', 'dead', 'held')
 RETURNING id, priority;
 
--- requeue_status --
--- An operator sends every row of one parked status again.
-UPDATE email_outbox
+-- requeue_batch --
+-- The next batch of parked rows a filter selects, sent again with a fresh
+-- attempt budget. A requeued row leaves the parked index, so each batch reads
+-- only what it takes; one that failed again since this run began (requeued_at
+-- after `started`) is not taken twice. Rows another session holds are skipped.
+WITH batch AS (
+    SELECT id FROM email_outbox
+    WHERE status IN ('failed', 'dead', 'held') AND status = ANY(%(statuses)s::text[])
+      AND (requeued_at IS NULL OR requeued_at < %(started)s)
+      AND (%(template)s::text IS NULL OR template = %(template)s)
+      AND (%(since)s::timestamptz IS NULL OR created_at >= %(since)s)
+      AND (%(to_domain)s::text IS NULL OR split_part(lower(recipient), '@', 2) = %(to_domain)s)
+    LIMIT %(limit)s
+    FOR UPDATE SKIP LOCKED
+)
+UPDATE email_outbox o
 SET status = 'pending', status_reason = 'requeued by operator', attempts = 0,
     next_attempt_at = now(), requeued_at = now(), locked_by = NULL, locked_at = NULL
-WHERE status = %(status)s AND status IN ('dead', 'held')
-RETURNING id, priority;
+FROM batch WHERE o.id = batch.id
+RETURNING o.id, o.priority;
+
+-- requeue_count --
+-- How many parked rows a requeue filter selects, per status and priority (--dry-run).
+SELECT status, priority, count(*) FROM email_outbox
+WHERE status IN ('failed', 'dead', 'held') AND status = ANY(%(statuses)s::text[])
+  AND (%(template)s::text IS NULL OR template = %(template)s)
+  AND (%(since)s::timestamptz IS NULL OR created_at >= %(since)s)
+  AND (%(to_domain)s::text IS NULL OR split_part(lower(recipient), '@', 2) = %(to_domain)s)
+GROUP BY 1, 2 ORDER BY 1, 2;
 
 -- status_counts_by_prefix --
 -- Rows per status and priority among keys that start with a prefix (one demo run).
