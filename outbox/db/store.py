@@ -261,6 +261,7 @@ class AttemptRecord:
     reply_text: str | None
     duration_ms: float
     transport: str | None = None  # the transport that carried it (smtp, postmark...)
+    suppress: bool = False  # refused at RCPT TO as non-existent: suppress the recipient
 
 
 @dataclass(frozen=True, slots=True)

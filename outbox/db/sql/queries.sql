@@ -178,7 +178,7 @@ WITH results AS (
     SELECT * FROM jsonb_to_recordset(%(results)s::jsonb) AS r(
         id bigint, attempt int, status text, reason text, delay_seconds float8,
         provider_message_id text, verdict text, stage text, reply_code int,
-        enhanced_status text, reply_text text, duration_ms float8, transport text)
+        enhanced_status text, reply_text text, duration_ms float8, transport text, suppress boolean)
 ), updated AS (
     UPDATE email_outbox o
     SET status = r.status,
@@ -200,6 +200,17 @@ WITH results AS (
     SELECT id, attempt, verdict, stage, reply_code, enhanced_status, reply_text, duration_ms,
            %(worker)s, transport
     FROM results
+), rejected AS (
+    -- A recipient refused at RCPT TO as non-existent (5.1.1 ...) is suppressed
+    -- as a hard bounce would suppress it: the refusal came in our own session.
+    INSERT INTO email_suppression (address, scope, reason, detail)
+    SELECT DISTINCT ON (lower(o.recipient)) lower(o.recipient), 'all', 'hard_bounce',
+           'refused at RCPT TO: ' || coalesce(r.enhanced_status, r.reply_code::text)
+    FROM results r JOIN email_outbox o ON o.id = r.id
+    WHERE r.suppress
+    ON CONFLICT (address) DO UPDATE
+    SET scope = 'all', reason = excluded.reason, detail = excluded.detail, created_at = now()
+    WHERE email_suppression.scope <> 'all'
 )
 SELECT id FROM updated;
 
@@ -675,7 +686,8 @@ WITH results AS (
     SELECT * FROM jsonb_to_recordset(%(results)s::jsonb) AS r(
         id bigint, attempt int, status text, reason text, delay_seconds float8,
         provider_message_id text, verdict text, stage text, reply_code int,
-        enhanced_status text, reply_text text, duration_ms float8, transport text, worker text)
+        enhanced_status text, reply_text text, duration_ms float8, transport text, worker text,
+        suppress boolean)
 ), updated AS (
     UPDATE email_outbox o
     SET status = r.status,
@@ -697,6 +709,17 @@ WITH results AS (
     SELECT id, attempt, verdict, stage, reply_code, enhanced_status, reply_text, duration_ms,
            worker, transport
     FROM results
+), rejected AS (
+    -- A recipient refused at RCPT TO as non-existent (5.1.1 ...) is suppressed
+    -- as a hard bounce would suppress it: the refusal came in our own session.
+    INSERT INTO email_suppression (address, scope, reason, detail)
+    SELECT DISTINCT ON (lower(o.recipient)) lower(o.recipient), 'all', 'hard_bounce',
+           'refused at RCPT TO: ' || coalesce(r.enhanced_status, r.reply_code::text)
+    FROM results r JOIN email_outbox o ON o.id = r.id
+    WHERE r.suppress
+    ON CONFLICT (address) DO UPDATE
+    SET scope = 'all', reason = excluded.reason, detail = excluded.detail, created_at = now()
+    WHERE email_suppression.scope <> 'all'
 )
 SELECT id FROM updated;
 
