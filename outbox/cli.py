@@ -97,7 +97,7 @@ def _parser() -> argparse.ArgumentParser:  # noqa: PLR0915 (one statement per co
         "migrate", cmd_migrate, "create or update the schema (safe while workers run)"
     )
     migrate.add_argument("--status", action="store_true", help="list applied and pending ones")
-    migrate.add_argument("--json", action="store_true", help="--status: machine-readable output")
+    migrate.add_argument("--json", action="store_true", help="machine-readable output")
     migrate.add_argument(
         "--lock-timeout",
         type=float,
@@ -123,7 +123,8 @@ def _parser() -> argparse.ArgumentParser:  # noqa: PLR0915 (one statement per co
         choices=["high", "bulk"],
         help="only these priorities (default both); a high-only relay keeps codes fast",
     )
-    command("sweep", cmd_sweep, "return rows stuck in queued or sending, once")
+    sweep = command("sweep", cmd_sweep, "return rows stuck in queued or sending, once")
+    sweep.add_argument("--json", action="store_true", help="machine-readable output")
     status = command("status", cmd_status, "rows per status and priority, oldest unsent age")
     status.add_argument("--json", action="store_true", help="machine-readable output")
     show = command("show", cmd_show, "one email with its attempts and status changes")
@@ -173,6 +174,7 @@ def _parser() -> argparse.ArgumentParser:  # noqa: PLR0915 (one statement per co
     bounces.add_argument(
         "--reveal", action="store_true", help="classify: recipients in clear (support only)"
     )
+    bounces.add_argument("--json", action="store_true", help="reprocess: machine-readable output")
     demo = command("demo", cmd_demo, "send a login code and a newsletter through the pipeline")
     demo.add_argument("--newsletter", type=int, default=1000, help="newsletter recipients")
     demo.add_argument("--timeout", type=float, default=180.0, help="seconds to wait")
@@ -183,6 +185,7 @@ def _parser() -> argparse.ArgumentParser:  # noqa: PLR0915 (one statement per co
     templates.add_argument("--to", default="recipient@example.com", help="preview: recipient")
     templates.add_argument("--priority", choices=["high", "bulk"], help="preview: priority")
     templates.add_argument("--out", type=Path, default=Path(), help="preview: output folder")
+    templates.add_argument("--json", action="store_true", help="check: machine-readable output")
     web = command("web", cmd_web, "unsubscribe links (RFC 8058) and provider bounce webhooks")
     web.set_defaults(process="web")
     # PORT is the platform's (Heroku-like hosts), not an Outbox setting.
@@ -262,7 +265,10 @@ def cmd_migrate(settings: Settings, args: argparse.Namespace) -> int:
                 ),
             )
     if not args.status:
-        print("applied: " + ", ".join(applied) if applied else "schema is up to date")
+        if args.json:
+            print(_json({"applied": applied}))
+        else:
+            print("applied: " + ", ".join(applied) if applied else "schema is up to date")
         return 0
     if args.json:
         print(
@@ -345,6 +351,9 @@ def cmd_sweep(settings: Settings, args: argparse.Namespace) -> int:
             lost=lost,
         )
     client.close()
+    if args.json:
+        print(_json({"requeued_lost": swept.requeued, "silent_workers_rows": swept.uncertain or 0}))
+        return 0
     print(
         f"requeued {swept.requeued} queued rows the broker had lost; "
         f"rows of silent worker processes: {swept.uncertain or 0}"
@@ -393,7 +402,10 @@ def cmd_status(settings: Settings, args: argparse.Namespace) -> int:
         }
         print(json.dumps(report, indent=2))
         return 0 if health.ok else 1
-    print(f"{'status':<10} {'priority':<8} {'count':>10}")
+    if counts:
+        print(f"{'status':<10} {'priority':<8} {'count':>10}")
+    else:
+        print("no email in the outbox yet")
     for status, priority, count in counts:
         print(f"{status:<10} {priority:<8} {count:>10}")
     for priority, age in sorted(oldest.items()):
@@ -703,7 +715,10 @@ def cmd_bounces(settings: Settings, args: argparse.Namespace) -> int:
 
     with _connect(settings) as conn:
         if args.action == "reprocess":
-            print(f"processed {feedback.process_pending(conn, settings)} bounces")
+            processed = feedback.process_pending(conn, settings)
+            print(
+                _json({"processed": processed}) if args.json else f"processed {processed} bounces"
+            )
             return 0
         for path in args.files or ["-"]:
             raw = sys.stdin.buffer.read() if path == "-" else Path(path).read_bytes()
@@ -748,7 +763,20 @@ def cmd_templates(settings: Settings, args: argparse.Namespace) -> int:
 
     if args.action == "check":
         failed = 0
-        for checked in template_tools.check(settings):
+        checked_all = list(template_tools.check(settings))
+        if args.json:
+            print(
+                _json(
+                    [
+                        {"name": c.name, "version": c.version, "problem": c.problem}
+                        for c in checked_all
+                    ]
+                )
+            )
+            return 1 if any(c.problem for c in checked_all) else 0
+        if not checked_all:
+            print("no template found")
+        for checked in checked_all:
             if checked.problem:
                 failed += 1
                 print(f"FAIL {checked.name}: {checked.problem}")

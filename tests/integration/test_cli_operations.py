@@ -222,3 +222,27 @@ def test_show_numbers_attempts_across_requeues_to_the_millisecond(settings: Sett
     assert re.fullmatch(r"\S+T\d\d:\d\d:\d\d\.\d{3}\+00:00", as_json["email"]["created_at"])
     fresh = outbox(settings, "show", "order-10-code")
     assert "attempts:" in fresh.stdout
+
+
+@pytest.mark.parametrize(
+    ("command", "key"),
+    [(["migrate"], "applied"), (["sweep"], "requeued_lost"), (["bounces", "reprocess"],
+     "processed")],
+)  # fmt: skip
+def test_commands_that_print_data_speak_json(
+    settings: Settings, command: list[str], key: str
+) -> None:
+    result = outbox(settings, *command, "--json")
+    assert result.returncode == 0, result.stderr
+    assert key in json.loads(result.stdout)
+
+
+def test_templates_check_speaks_json(settings: Settings) -> None:
+    result = outbox(settings, "templates", "check", "--json")
+    assert result.returncode == 0, result.stderr
+    names = {t["name"]: t["problem"] for t in json.loads(result.stdout)}
+    assert names["login_code"] is None
+
+
+def test_an_empty_outbox_says_so(settings: Settings) -> None:
+    assert "no email in the outbox yet" in outbox(settings, "status").stdout
