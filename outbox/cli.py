@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import datetime as dt
 import io
 import json
@@ -165,6 +166,16 @@ def _parser() -> argparse.ArgumentParser:  # noqa: PLR0915 (one statement per co
         "--reveal", action="store_true", help="list: addresses in clear (support only)"
     )
     suppress.add_argument("--json", action="store_true", help="list, check: machine-readable")
+    purge = command("purge", cmd_purge, "delete finished emails past retention; keys stay taken")
+    purge.add_argument("--older-than", required=True, metavar="AGE", help="e.g. 30d, 12h")
+    purge.add_argument("--dry-run", action="store_true", help="count them, delete nothing")
+    purge.add_argument("--batch", type=int, default=5000, help=argparse.SUPPRESS)
+    purge.add_argument("--json", action="store_true", help="machine-readable output")
+    forget = command("forget", cmd_forget, "erase an address from every table (erasure request)")
+    forget.add_argument(
+        "address", metavar="ADDRESS", help="the address, or - to read it from stdin"
+    )
+    forget.add_argument("--json", action="store_true", help="machine-readable output")
     bounces = command("bounces", cmd_bounces, "receive, ingest and classify bounces")
     bounces.add_argument("action", choices=["serve", "ingest", "classify", "reprocess"])
     bounces.add_argument("files", nargs="*", metavar="FILE", help="a message file, or - for stdin")
@@ -690,6 +701,63 @@ def _suppression(entry: Any, settings: Settings, *, reveal: bool) -> dict[str, A
         "reason": entry.reason,
         "since": entry.created_at,
     }
+
+
+def cmd_purge(settings: Settings, args: argparse.Namespace) -> int:
+    from outbox.cli_input import parse_duration  # noqa: PLC0415
+    from outbox.db import store  # noqa: PLC0415
+
+    before = dt.datetime.now(dt.UTC) - parse_duration(args.older_than)
+    with _connect(settings) as conn:
+        if args.dry_run:
+            count = store.purge_count(conn, before=before)
+            store.rollback(conn)
+            if args.json:
+                print(_json({"would_purge": count, "before": before, "dry_run": True}))
+            else:
+                print(f"would purge {count} finished emails last changed before {_ts(before)}")
+            return 0
+
+        def progress(done: store.Purged) -> None:
+            if not args.json:
+                print(f"purged {done.emails} emails so far", file=sys.stderr, flush=True)
+
+        purged = store.purge(conn, before=before, batch=max(1, args.batch), on_batch=progress)
+    if args.json:
+        print(_json({**dataclasses.asdict(purged), "before": before, "dry_run": False}))
+    elif not purged.emails:
+        print(f"no finished email last changed before {_ts(before)}: nothing to purge")
+    else:
+        print(
+            f"purged {purged.emails} emails, {purged.attempts} attempts, {purged.events} events,"
+            f" {purged.bounces} bounce reports; their keys stay taken"
+        )
+    return 0
+
+
+def cmd_forget(settings: Settings, args: argparse.Namespace) -> int:
+    from outbox.cli_input import erasure_pattern  # noqa: PLC0415
+    from outbox.db import store  # noqa: PLC0415
+
+    # "-" reads it from stdin, so the address is not even in the shell history.
+    address = sys.stdin.readline().strip() if args.address == "-" else args.address.strip()
+    pattern = erasure_pattern(address)
+    tag = recipient_tag(address, secret=settings.secret)
+    with _connect(settings) as conn:
+        forgotten = store.forget(conn, address, pattern=pattern)
+        store.commit(conn)
+    if args.json:
+        print(_json({"address": tag, **dataclasses.asdict(forgotten)}))
+        return 0
+    if not (forgotten.emails or forgotten.bounces or forgotten.suppression_kept):
+        print(f"nothing held about {tag}")
+        return 0
+    kept = "; still suppressed, by its keyed hash" if forgotten.suppression_kept else ""
+    print(
+        f"erased {tag} from {forgotten.emails} emails, {forgotten.attempts} attempts,"
+        f" {forgotten.events} events and {forgotten.bounces} bounce reports{kept}"
+    )
+    return 0
 
 
 def cmd_bounces(settings: Settings, args: argparse.Namespace) -> int:

@@ -140,3 +140,12 @@ def suppression_reason(text: str) -> str:
     if any(ord(c) < 32 or ord(c) == 127 for c in reason):
         raise ConfigError("--reason contains control characters")
     return reason
+
+
+def erasure_pattern(address: str) -> str:
+    """A Postgres regular expression that matches ``address`` literally (any case)."""
+    text = address.strip()
+    if "@" not in text or any(c.isspace() for c in text):
+        raise ConfigError("outbox forget needs an email address")
+    # In Postgres's regular expressions a backslash makes any non-alphanumeric literal.
+    return "".join(c if c.isalnum() else "\\" + c for c in text)

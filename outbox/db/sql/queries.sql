@@ -1,10 +1,17 @@
 -- insert_message --
--- Insert one email unless its key exists; a suppressed recipient's email is
+-- Insert one email unless its key exists, or existed and was purged (its
+-- tombstone answers then: the original id and Message-ID, status `purged`); a
+-- suppressed recipient's email (by address, or by its hash once forgotten) is
 -- written as a `suppressed` audit row that is never sent. Wakes the relays at
 -- commit when there is something to send.
 WITH suppression AS (
     SELECT reason FROM email_suppression
-    WHERE address = lower(%(recipient)s) AND (scope = 'all' OR %(priority)s = 'bulk')
+    WHERE address IN (lower(%(recipient)s), email_address_hash(%(recipient)s))
+      AND (scope = 'all' OR %(priority)s = 'bulk')
+    LIMIT 1
+), purged AS (
+    SELECT outbox_id, message_id, content_prefix FROM email_key_tombstone
+    WHERE key_hash = email_key_hash(%(key)s)
 ), inserted AS (
     INSERT INTO email_outbox
         (idempotency_key, recipient, template, params, content_hash, message_id, priority, status,
@@ -15,6 +22,7 @@ WITH suppression AS (
            CASE WHEN s.reason IS NULL THEN 'enqueued' ELSE 'recipient suppressed: ' || s.reason END,
            %(template_version)s, %(trace_context)s, %(sender)s
     FROM (SELECT 1) AS one LEFT JOIN suppression s ON true
+    WHERE NOT EXISTS (SELECT FROM purged)
     ON CONFLICT (idempotency_key) DO NOTHING
     RETURNING id, message_id, content_hash, priority, status
 )
@@ -24,7 +32,14 @@ FROM inserted
 UNION ALL
 SELECT id, message_id, content_hash, false, status, NULL
 FROM email_outbox
-WHERE idempotency_key = %(key)s AND NOT EXISTS (SELECT FROM inserted);
+WHERE idempotency_key = %(key)s AND NOT EXISTS (SELECT FROM inserted)
+UNION ALL
+-- Only 8 bytes of the content hash are kept: the same 8 bytes are the same content.
+SELECT outbox_id, message_id,
+       CASE WHEN content_prefix = decode(left(%(content_hash)s, 16), 'hex')
+            THEN %(content_hash)s ELSE encode(content_prefix, 'hex') END,
+       false, 'purged', NULL
+FROM purged;
 
 -- find_by_key --
 -- The stored identity of a key, for a key inserted by a concurrent transaction.
@@ -54,8 +69,12 @@ FROM STDIN;
 -- rows in the range are left out. With each recipient's suppression, if any.
 SELECT o.id, x.reason
 FROM email_outbox o
-LEFT JOIN email_suppression x
-    ON x.address = lower(o.recipient) AND (x.scope = 'all' OR o.priority = 'bulk')
+LEFT JOIN LATERAL (
+    SELECT reason FROM email_suppression
+    WHERE address IN (lower(o.recipient), email_address_hash(o.recipient))
+      AND (scope = 'all' OR o.priority = 'bulk')
+    LIMIT 1
+) x ON true
 WHERE o.id > %(after)s AND o.id <= %(last)s
   AND o.xmin = (SELECT xmin FROM email_outbox WHERE id = %(last)s)
 ORDER BY o.id;
@@ -87,11 +106,17 @@ COPY email_outbox_staging
 FROM STDIN;
 
 -- staging_conflicts --
--- Keys that already exist with other content.
-SELECT s.idempotency_key
-FROM email_outbox_staging s JOIN email_outbox o USING (idempotency_key)
-WHERE o.content_hash <> s.content_hash
-LIMIT 5;
+-- Keys that already exist, or existed before a purge, with other content.
+(SELECT s.idempotency_key
+ FROM email_outbox_staging s JOIN email_outbox o USING (idempotency_key)
+ WHERE o.content_hash <> s.content_hash
+ LIMIT 5)
+UNION ALL
+(SELECT s.idempotency_key
+ FROM email_outbox_staging s
+ JOIN email_key_tombstone t ON t.key_hash = email_key_hash(s.idempotency_key)
+ WHERE t.content_prefix <> decode(left(s.content_hash, 16), 'hex')
+ LIMIT 5);
 
 -- insert_staging --
 -- Move the scratch rows into the outbox; existing keys are left alone and
@@ -105,15 +130,27 @@ SELECT s.idempotency_key, s.recipient, s.template, s.params, s.content_hash, s.m
        CASE WHEN x.reason IS NULL THEN 'enqueued' ELSE 'recipient suppressed: ' || x.reason END,
        s.template_version, s.trace_context, s.sender
 FROM email_outbox_staging s
-LEFT JOIN email_suppression x
-    ON x.address = lower(s.recipient) AND (x.scope = 'all' OR s.priority = 'bulk')
+LEFT JOIN LATERAL (
+    SELECT reason FROM email_suppression
+    WHERE address IN (lower(s.recipient), email_address_hash(s.recipient))
+      AND (scope = 'all' OR s.priority = 'bulk')
+    LIMIT 1
+) x ON true
+WHERE NOT EXISTS (
+    SELECT FROM email_key_tombstone t WHERE t.key_hash = email_key_hash(s.idempotency_key)
+)
 ON CONFLICT (idempotency_key) DO NOTHING
 RETURNING idempotency_key, id, message_id, status;
 
 -- existing_keys --
--- The stored rows of keys enqueue_many found already there (same content).
+-- The stored rows of keys enqueue_many found already there (same content),
+-- and the tombstones of those purged since.
 SELECT idempotency_key, id, message_id, status FROM email_outbox
-WHERE idempotency_key = ANY(%(keys)s);
+WHERE idempotency_key = ANY(%(keys)s)
+UNION ALL
+SELECT k, t.outbox_id, t.message_id, 'purged'
+FROM unnest(%(keys)s::text[]) AS k
+JOIN email_key_tombstone t ON t.key_hash = email_key_hash(k);
 
 -- jit_off --
 -- The scratch table has no statistics: the planner's estimate for a large batch
@@ -399,12 +436,16 @@ RETURNING address;
 
 -- unsuppress --
 -- Allow mail to an address again.
-DELETE FROM email_suppression WHERE address = lower(%(address)s) RETURNING address;
+DELETE FROM email_suppression
+WHERE address IN (lower(%(address)s), email_address_hash(%(address)s))
+RETURNING address;
 
 -- find_suppression --
 -- Why an address is suppressed, if it is.
 SELECT address, scope, reason, detail, source_bounce_id, created_at
-FROM email_suppression WHERE address = lower(%(address)s);
+FROM email_suppression
+WHERE address IN (lower(%(address)s), email_address_hash(%(address)s))
+ORDER BY scope = 'all' DESC LIMIT 1;
 
 -- list_suppressions --
 -- Suppressed addresses, newest first.
@@ -770,3 +811,140 @@ SELECT id, idempotency_key, recipient, template, params, message_id, priority, s
        provider_message_id, created_at, queued_at, sent_at, failed_at, trace_context
 FROM email_outbox WHERE lower(recipient) = lower(%(address)s)
 ORDER BY id DESC LIMIT %(limit)s;
+
+-- purge_batch --
+-- Delete the next batch (by id, after the last one) of finished emails whose
+-- last change is older than `before`, with their attempts, events and bounce
+-- reports; each key leaves a tombstone so it stays taken. Rows a worker or
+-- another purge holds are skipped.
+WITH doomed AS (
+    SELECT id FROM email_outbox
+    WHERE id > %(after)s
+      AND status IN ('sent', 'failed', 'dead', 'suppressed', 'cancelled')
+      AND greatest(created_at, requeued_at, sent_at, failed_at, bounced_at) < %(before)s
+    ORDER BY id LIMIT %(limit)s
+    FOR UPDATE SKIP LOCKED
+), gone AS (
+    DELETE FROM email_outbox o USING doomed d WHERE o.id = d.id
+    RETURNING o.id, o.idempotency_key, o.message_id, o.content_hash, o.created_at
+), kept AS (
+    INSERT INTO email_key_tombstone (key_hash, outbox_id, message_id, content_prefix, created_at)
+    SELECT email_key_hash(idempotency_key), id, message_id, decode(left(content_hash, 16), 'hex'),
+           created_at
+    FROM gone
+    ON CONFLICT (key_hash) DO NOTHING
+), attempts AS (
+    DELETE FROM email_attempt a USING gone g WHERE a.outbox_id = g.id RETURNING 1
+), events AS (
+    DELETE FROM email_event e USING gone g WHERE e.outbox_id = g.id RETURNING 1
+), bounces AS (
+    DELETE FROM email_bounce b USING gone g WHERE b.outbox_id = g.id RETURNING 1
+)
+SELECT (SELECT count(*) FROM gone), (SELECT max(id) FROM doomed),
+       (SELECT count(*) FROM attempts), (SELECT count(*) FROM events),
+       (SELECT count(*) FROM bounces);
+
+-- purge_count --
+-- How many finished emails a purge would delete (--dry-run).
+SELECT count(*) FROM email_outbox
+WHERE status IN ('sent', 'failed', 'dead', 'suppressed', 'cancelled')
+  AND greatest(created_at, requeued_at, sent_at, failed_at, bounced_at) < %(before)s;
+
+-- retention_lock --
+-- One relay at a time applies the retention (a session lock, released by retention_unlock).
+SELECT pg_try_advisory_lock(%(lock)s);
+
+-- retention_unlock --
+-- Release the retention lock.
+SELECT pg_advisory_unlock(%(lock)s);
+
+-- forget_rows --
+-- Erase an address from the outbox: the recipient, the params, the key when it
+-- quotes the address (a tombstone keeps it taken), and every text quoting it;
+-- an email not yet sent will not be. One event per row says so, without the
+-- address. Returns the rows' ids.
+WITH rows AS (
+    SELECT id, status, idempotency_key, message_id, content_hash, created_at FROM email_outbox
+    WHERE lower(recipient) = lower(%(address)s)
+    FOR UPDATE
+), keys AS (
+    INSERT INTO email_key_tombstone (key_hash, outbox_id, message_id, content_prefix, created_at)
+    SELECT email_key_hash(idempotency_key), id, message_id, decode(left(content_hash, 16), 'hex'),
+           created_at
+    FROM rows
+    WHERE position(lower(%(address)s) IN lower(idempotency_key)) > 0
+    ON CONFLICT (key_hash) DO NOTHING
+), erased AS (
+    UPDATE email_outbox o
+    SET recipient = 'erased@erased.invalid', params = '{}',
+        idempotency_key = CASE
+            WHEN position(lower(%(address)s) IN lower(o.idempotency_key)) > 0
+            THEN 'erased:' || encode(email_key_hash(o.idempotency_key), 'hex')
+            ELSE o.idempotency_key END,
+        status = CASE WHEN o.status IN ('pending', 'queued', 'sending', 'held')
+                      THEN 'failed' ELSE o.status END,
+        status_reason = CASE WHEN o.status IN ('pending', 'queued', 'sending', 'held')
+                             THEN 'recipient erased on request'
+                             ELSE regexp_replace(o.status_reason, %(pattern)s, '[erased]', 'gi') END,
+        last_error = regexp_replace(o.last_error, %(pattern)s, '[erased]', 'gi'),
+        failed_at = CASE WHEN o.status IN ('pending', 'queued', 'sending', 'held')
+                         THEN now() ELSE o.failed_at END,
+        locked_by = NULL, locked_at = NULL
+    FROM rows r WHERE o.id = r.id
+    RETURNING o.id, r.status AS was, o.status
+), noted AS (
+    -- A row whose status changed has its event from the update trigger already.
+    INSERT INTO email_event (outbox_id, from_status, to_status, reason, actor)
+    SELECT id, was, status, 'recipient, params and texts quoting the address erased on request',
+           'outbox forget'
+    FROM erased WHERE was = status
+)
+SELECT id FROM erased ORDER BY id;
+
+-- forget_history --
+-- Erase the address from the attempts, events and bounce reports of rows
+-- forget_rows erased, and from bounce reports that name it; returns how many
+-- attempts, events and reports were changed.
+WITH attempts AS (
+    UPDATE email_attempt
+    SET reply_text = regexp_replace(reply_text, %(pattern)s, '[erased]', 'gi')
+    WHERE outbox_id = ANY(%(ids)s) AND reply_text ~* %(pattern)s
+    RETURNING 1
+), events AS (
+    UPDATE email_event
+    SET reason = regexp_replace(reason, %(pattern)s, '[erased]', 'gi')
+    WHERE outbox_id = ANY(%(ids)s) AND reason ~* %(pattern)s
+    RETURNING 1
+), bounces AS (
+    UPDATE email_bounce
+    SET raw = '', envelope_to = NULL, results = NULL,
+        error = regexp_replace(error, %(pattern)s, '[erased]', 'gi')
+    WHERE outbox_id = ANY(%(ids)s)
+       OR results @> jsonb_build_array(jsonb_build_object('recipient', lower(%(address)s)))
+       OR envelope_to = lower(%(address)s)
+    RETURNING 1
+)
+SELECT (SELECT count(*) FROM attempts), (SELECT count(*) FROM events),
+       (SELECT count(*) FROM bounces);
+
+-- forget_suppression --
+-- A suppressed address stays suppressed once forgotten: only its keyed hash is
+-- kept (enqueue looks both up). Returns the hash when there was an entry.
+UPDATE email_suppression
+SET address = email_address_hash(%(address)s), detail = NULL
+WHERE address = lower(%(address)s)
+  AND NOT EXISTS (SELECT FROM email_suppression x WHERE x.address = email_address_hash(%(address)s))
+RETURNING address;
+
+-- forget_suppression_plain --
+-- The address in clear, when its hash was kept already (forgotten before).
+DELETE FROM email_suppression WHERE address = lower(%(address)s) RETURNING address;
+
+-- storage_bytes --
+-- The bytes each table takes (heap, indexes, TOAST), for the storage benchmark.
+SELECT c.relname, pg_total_relation_size(c.oid)
+FROM pg_class c
+WHERE c.relkind = 'r' AND c.relnamespace = current_schema()::regnamespace
+  AND c.relname IN ('email_outbox', 'email_attempt', 'email_event', 'email_bounce',
+                    'email_key_tombstone', 'email_suppression')
+ORDER BY 1;
