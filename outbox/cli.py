@@ -317,6 +317,10 @@ def cmd_relay(settings: Settings, args: argparse.Namespace) -> int:
     setup_tracing("outbox-relay")
     quiet_pool_logs()
     stop = _stop_on_signals()
+    if settings.retention_days:
+        from outbox.relay.retention import Retention  # noqa: PLC0415
+
+        Retention(settings, stop).start()
     with store.Pool(
         settings.database_url,
         name="outbox-relay",

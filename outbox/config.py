@@ -105,6 +105,7 @@ class Settings:
     web_concurrency: int = 200  # connections and requests `outbox web` serves at once
     web_backlog: int = 2048  # its listen queue
     web_timeout: float = 10.0  # seconds a client has to send a whole request
+    retention_days: int = 0  # the relay purges finished emails older than this, daily; 0: never
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
@@ -169,6 +170,8 @@ class Settings:
         self.rate_limits_parsed()  # raises on a malformed rate
         if self.web_timeout <= 0:
             raise ConfigError("OUTBOX_WEB_TIMEOUT must be above 0")
+        if self.retention_days < 0:
+            raise ConfigError("OUTBOX_RETENTION_DAYS must be 0 (keep everything) or more")
         if self.smtp_plaintext_auth not in {"never", "loopback"}:
             raise ConfigError("OUTBOX_SMTP_PLAINTEXT_AUTH must be never or loopback")
         _check_sender(self.sender)

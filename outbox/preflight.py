@@ -54,6 +54,7 @@ READERS: dict[str, frozenset[str]] = {
     "web_concurrency": frozenset({"web"}),
     "web_backlog": frozenset({"web"}),
     "web_timeout": frozenset({"web"}),
+    "retention_days": frozenset({"relay"}),
     "soft_bounce_limit": frozenset({"web", "bounces"}),
     "bounce_host": frozenset({"bounces"}),
     "bounce_port": frozenset({"bounces"}),

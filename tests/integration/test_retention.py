@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import json
+import threading
 from typing import Any
 
 import psycopg
@@ -14,6 +16,7 @@ from outbox.cli_input import erasure_pattern
 from outbox.config import Settings
 from outbox.db import store
 from outbox.errors import IdempotencyConflict
+from outbox.relay.retention import Retention
 from tests.integration.helpers import LOGIN, NEWS, query, statuses
 from tests.integration.test_cli import outbox
 
@@ -204,3 +207,25 @@ def test_the_erasure_pattern_matches_the_address_literally(settings: Settings) -
         pattern,
     )
     assert rows == [(True, False)]
+
+
+def test_the_relays_daily_retention_runs_in_one_relay_at_a_time(settings: Settings) -> None:
+    with psycopg.connect(settings.database_url) as conn:
+        _login(conn, settings, "old", "a@example.com")
+        conn.commit()
+    query(settings, f"UPDATE email_outbox SET status = 'sent', sent_at = {OLD},"
+                    f" created_at = {OLD} RETURNING id")  # fmt: skip
+    retention = Retention(dataclasses.replace(settings, retention_days=30), threading.Event())
+    with psycopg.connect(settings.database_url, autocommit=True) as other:
+        other.execute("SELECT pg_advisory_lock(%s)", (store.RETENTION_LOCK,))
+        assert retention.run_once() is None  # another relay is at it
+        other.execute("SELECT pg_advisory_unlock(%s)", (store.RETENTION_LOCK,))
+    purged = retention.run_once()
+    assert purged is not None
+    assert purged.emails == 1
+    assert statuses(settings) == {}
+    # The lock was given back: a second relay may run the next day's purge.
+    with psycopg.connect(settings.database_url, autocommit=True) as other:
+        assert other.execute(
+            "SELECT pg_try_advisory_lock(%s)", (store.RETENTION_LOCK,)
+        ).fetchone() == (True,)
