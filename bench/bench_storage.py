@@ -145,9 +145,7 @@ def main() -> None:
         print(f"  {table:<22} {before[table]:>14,} -> {after.get(table, 0):>14,}")
     print(f"bytes per email kept: {total_before / n:,.0f} before, {total_after / n:,.0f} after")
     print(f"purge: {purged.emails:,} emails in {took:.1f}s ({purged.emails / took:,.0f}/s)")
-    print(
-        f"enqueues during the purge: {traffic.count:,}, longest {traffic.longest * 1000:.0f} ms"
-    )
+    print(f"enqueues during the purge: {traffic.count:,}, longest {traffic.longest * 1000:.0f} ms")
 
 
 if __name__ == "__main__":
