@@ -522,9 +522,13 @@ def _copy_new(
                 copy.write_row(row)
         last = cur.execute(queries["outbox_id_last"]).fetchone()
         bounds = {"after": mark, "last": last[0] if last else 0}
-        copied = cur.execute(queries["copied_rows"], bounds).fetchall()
-        if len(copied) != len(written):
-            raise StoreError(f"copied {len(written)} rows but found {len(copied)}")
+        found = cur.execute(queries["copied_rows"], bounds).fetchall()
+        if len(found) != len(written):
+            raise StoreError(f"copied {len(written)} rows but found {len(found)}")
+        if any(purged for _, _, purged in found):
+            # A purged key is a taken key: the careful way answers with its tombstone.
+            raise psycopg.errors.UniqueViolation("idempotency key taken by a purged email")
+        copied = [(id_, reason) for id_, reason, _ in found]
         suppressed = [(id_, reason) for id_, reason in copied if reason]
         if suppressed:
             ids, reasons = zip(*suppressed, strict=True)

@@ -119,14 +119,6 @@ def test_a_purged_key_stays_taken_with_its_message_id(settings: Settings) -> Non
     )
     assert by_key["new-1"].created
     assert query(settings, "SELECT idempotency_key FROM email_outbox") == [("new-1",)]
-    # A hand-written insert of the purged key is refused like a taken key.
-    with pytest.raises(psycopg.errors.UniqueViolation):
-        query(
-            settings,
-            "INSERT INTO email_outbox (idempotency_key, recipient, template, content_hash,"
-            " message_id, priority) VALUES ('signup-1', 'a@example.com', 'login_code', 'h',"
-            " '<x@y>', 'high') RETURNING id",
-        )
 
 
 def test_forget_erases_an_address_everywhere_and_keeps_it_suppressed(

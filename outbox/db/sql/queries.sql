@@ -66,8 +66,11 @@ FROM STDIN;
 -- The rows enqueue_many's COPY just wrote, in the order written (ids are taken
 -- row by row): those above the mark, up to the last id the COPY took, and
 -- written by the same (sub)transaction as that last row, so other sessions'
--- rows in the range are left out. With each recipient's suppression, if any.
-SELECT o.id, x.reason
+-- rows in the range are left out. With each recipient's suppression, if any,
+-- and whether the key was purged (its tombstone keeps it taken).
+SELECT o.id, x.reason,
+       EXISTS (SELECT FROM email_key_tombstone t
+               WHERE t.key_hash = email_key_hash(o.idempotency_key)) AS purged
 FROM email_outbox o
 LEFT JOIN LATERAL (
     SELECT reason FROM email_suppression
