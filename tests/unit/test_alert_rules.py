@@ -86,3 +86,48 @@ def test_every_alert_waits_or_says_why_not() -> None:
             assert "for" in rule or re.search(r"age_seconds|increase\(", rule["expr"]), rule[
                 "alert"
             ]
+
+
+ALERTMANAGER = ROOT / "otel/alertmanager"
+
+
+def amtool(*args: str) -> str:
+    binary = shutil.which("amtool")
+    if binary is None:
+        pytest.fail(
+            "amtool not found; install it with `apt-get install -y prometheus-alertmanager`"
+        )
+    done = subprocess.run([binary, *args], capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stdout + done.stderr
+    return done.stdout.strip()
+
+
+def test_alertmanager_routes_pages_and_tickets_to_the_webhooks(tmp_path: Path) -> None:
+    written = tmp_path / "alertmanager.yml"
+    page = "https://hooks.example/page?team=mail&token=a|b"  # & and | stay as they are
+    subprocess.run(
+        [
+            "sh",
+            str(ALERTMANAGER / "start.sh"),
+            str(ALERTMANAGER / "alertmanager.yml"),
+            str(written),
+        ],
+        env={"ALERT_WEBHOOK_URL": page, "ALERT_TICKET_WEBHOOK_URL": "", "PATH": "/usr/bin:/bin"},
+        check=True,
+    )
+    amtool("check-config", str(written))
+    receivers = {r["name"]: r for r in yaml.safe_load(written.read_text())["receivers"]}
+    # No ticket URL of its own: tickets go to the page webhook too.
+    assert {name: r["webhook_configs"][0]["url"] for name, r in receivers.items()} == {
+        "page": page,
+        "ticket": page,
+    }
+    routed = f"--config.file={written}"
+    assert amtool("config", "routes", "test", routed, "severity=page") == "page"
+    assert amtool("config", "routes", "test", routed, "severity=ticket") == "ticket"
+    severities = {
+        r["labels"]["severity"]
+        for g in yaml.safe_load(RULES.read_text())["groups"]
+        for r in g["rules"]
+    }
+    assert severities == {"page", "ticket"}
