@@ -878,7 +878,19 @@ def cmd_web(settings: Settings, args: argparse.Namespace) -> int:
     from outbox.web.server import serve  # noqa: PLC0415
 
     setup_tracing("outbox-web")
-    serve(settings, args.host, args.port, _stop_on_signals())
+    if not settings.metrics_auth:
+        serve(settings, args.host, args.port, _stop_on_signals())
+        return 0
+    # One port per app on Heroku-like hosts: the exporter rides along at /metrics
+    # (the database's figures; the pace per receiver, read from Redis, stays with
+    # `outbox metrics`).
+    from outbox.telemetry.metrics_server import metrics_registry  # noqa: PLC0415
+
+    registry, collector = metrics_registry(settings.database_url)
+    try:
+        serve(settings, args.host, args.port, _stop_on_signals(), registry)
+    finally:
+        collector.close()
     return 0
 
 

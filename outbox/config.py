@@ -106,6 +106,8 @@ class Settings:
     web_backlog: int = 2048  # its listen queue
     web_timeout: float = 10.0  # seconds a client has to send a whole request
     retention_days: int = 0  # the relay purges finished emails older than this, daily; 0: never
+    metrics_auth: str = ""  # `outbox web` serves /metrics: user:password (basic) or a token
+    db_pool_max: int = 16  # connections at most in each worker process's pool
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
@@ -145,6 +147,7 @@ class Settings:
             "bounce_peer_bytes_per_hour",
             "web_concurrency",
             "web_backlog",
+            "db_pool_max",
         ):
             if getattr(self, name) < 1:
                 raise ConfigError(f"OUTBOX_{name.upper()} must be at least 1")

@@ -55,6 +55,8 @@ READERS: dict[str, frozenset[str]] = {
     "web_backlog": frozenset({"web"}),
     "web_timeout": frozenset({"web"}),
     "retention_days": frozenset({"relay"}),
+    "metrics_auth": frozenset({"web"}),
+    "db_pool_max": frozenset({"worker"}),
     "soft_bounce_limit": frozenset({"web", "bounces"}),
     "bounce_host": frozenset({"bounces"}),
     "bounce_port": frozenset({"bounces"}),
@@ -93,6 +95,7 @@ SECRETS = frozenset(
         "dkim_private_key",
         "postmark_webhook_auth",
         "resend_webhook_secret",
+        "metrics_auth",
     }
 )
 _URLS = frozenset(
@@ -310,6 +313,22 @@ def _webhooks(settings: Settings) -> None:
         raise ConfigError("OUTBOX_POSTMARK_WEBHOOK_AUTH must be user:password")
     if settings.resend_webhook_secret and not settings.resend_webhook_secret.startswith("whsec_"):
         raise ConfigError("OUTBOX_RESEND_WEBHOOK_SECRET must be the whsec_… signing secret")
+    _metrics_auth(settings.metrics_auth)
+
+
+def _metrics_auth(auth: str) -> None:
+    """A scrape credential an outsider cannot guess: /metrics tells how much mail flows."""
+    if not auth:
+        return
+    if ":" in auth:
+        user, _, password = auth.partition(":")
+        if not user or len(password) < 16:
+            raise ConfigError(
+                "OUTBOX_METRICS_AUTH must be user:password with a password of 16 characters"
+                " or more, or a bearer token of 32 or more"
+            )
+    elif len(auth) < 32:
+        raise ConfigError("OUTBOX_METRICS_AUTH as a bearer token needs 32 characters or more")
 
 
 _CHECKS: dict[str, tuple[Callable[[Settings], None], ...]] = {
