@@ -189,6 +189,9 @@ def _parser() -> argparse.ArgumentParser:  # noqa: PLR0915 (one statement per co
     demo = command("demo", cmd_demo, "send a login code and a newsletter through the pipeline")
     demo.add_argument("--newsletter", type=int, default=1000, help="newsletter recipients")
     demo.add_argument("--timeout", type=float, default=180.0, help="seconds to wait")
+    demo.add_argument(
+        "--keep", action="store_true", help="keep the demo's schema to look at it afterwards"
+    )
     templates = command("templates", cmd_templates, "compile, check and preview the templates")
     templates.add_argument("action", choices=["check", "preview"])
     templates.add_argument("name", nargs="?", help="preview: the template")
@@ -827,7 +830,7 @@ def _stop_on_signals() -> threading.Event:
 def cmd_demo(settings: Settings, args: argparse.Namespace) -> int:
     from outbox.testing.demo import run_demo  # noqa: PLC0415
 
-    return run_demo(settings, newsletter=args.newsletter, timeout=args.timeout)
+    return run_demo(settings, newsletter=args.newsletter, timeout=args.timeout, keep=args.keep)
 
 
 def cmd_templates(settings: Settings, args: argparse.Namespace) -> int:

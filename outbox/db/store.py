@@ -21,6 +21,7 @@ from typing import Any, LiteralString
 
 import orjson
 import psycopg
+import psycopg.conninfo
 import psycopg.sql
 from psycopg.rows import dict_row, tuple_row
 from psycopg.types.json import Jsonb
@@ -1352,3 +1353,25 @@ def storage_bytes(conn: Conn) -> dict[str, int]:
     """The bytes each outbox table takes, indexes and TOAST included."""
     with translate_errors():
         return {str(r[0]): int(r[1]) for r in conn.execute(queries["storage_bytes"]).fetchall()}
+
+
+def schema_url(url: str, schema: str) -> str:
+    """``url`` whose sessions use ``schema`` first (libpq's ``options``), as key=value pairs."""
+    return psycopg.conninfo.make_conninfo(url, options=f"-c search_path={schema}")
+
+
+def create_schema(conn: Conn, schema: str) -> None:
+    with translate_errors():
+        conn.execute(psycopg.sql.SQL("CREATE SCHEMA {}").format(psycopg.sql.Identifier(schema)))
+        conn.commit()
+
+
+def drop_schema(conn: Conn, schema: str) -> None:
+    """Drop ``schema`` and everything in it."""
+    with translate_errors():
+        conn.execute(
+            psycopg.sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(
+                psycopg.sql.Identifier(schema)
+            )
+        )
+        conn.commit()
