@@ -3,13 +3,19 @@
 A kill -9 of a bulk worker used to resend up to a whole batch (25 rows) per
 thread, because a batch's results were written in one statement after all its
 sends. Now each result goes to the process's writer the moment its reply
-arrives; the writer joins what the threads hand over within
-OUTBOX_RESULT_FLUSH_MS into one statement, and a send's end-of-data dot waits
-for the thread's previous result. This drains the same newsletter with 8
+arrives, and a send's end-of-data dot waits for the thread's previous result
+to be written; the first thread that waits writes what all threads handed
+over so far in one statement. This drains the same newsletter with 8
 threads in this process to Postfix's smtp-sink, alternating rounds of the old
 way (the same delivery, results written once per batch) and the new one:
 
-    python bench/bench_result_writes.py [--emails 3000] [--rounds 3] [--threads 8]
+    python -m bench.bench_result_writes [--emails 3000] [--rounds 3] [--threads 8]
+        [--relay sink|postfix]
+
+`sink` is Postfix's smtp-sink, which answers at once and stores nothing: the
+worst case for a wait on Postgres. `postfix` is a real Postfix on loopback
+that, like any relay, writes each message to its queue and syncs it to disk
+before it answers 250, then discards it (no onward delivery).
 """
 
 from __future__ import annotations
@@ -21,7 +27,8 @@ import statistics
 import threading
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 
 import psycopg
 from psycopg_pool import ConnectionPool
@@ -33,6 +40,7 @@ from outbox.db import store
 from outbox.delivery.deliver import Delivery, worker_name
 from outbox.models import Priority
 from outbox.relay.loop import Relay
+from outbox.testing.postfix import private_postfix
 from outbox.transports.smtp import SmtpConfig, SmtpTransport
 
 NEWS = {"name": "R", "title": "News", "intro": "Hi", "url": "https://x.example"}
@@ -53,6 +61,27 @@ class BatchDelivery(Delivery):
             records.append(result)
         with self.pool.connection() as conn:
             store.record_results(conn, worker, records)
+
+
+# Accept from loopback for any domain, queue (and fsync) it, then throw it away.
+DISCARD_CF = """\
+myhostname = relay.bench.example
+mydestination =
+default_transport = discard:bench
+relay_transport = discard:bench
+smtpd_recipient_restrictions = permit_mynetworks, reject
+default_process_limit = 200
+"""
+
+
+@contextmanager
+def relay(kind: str) -> Iterator[tuple[str, str]]:
+    if kind == "sink":
+        with smtp_sink() as sink:
+            yield sink
+        return
+    with private_postfix(DISCARD_CF) as postfix:
+        yield postfix.url, "Postfix smtpd (queued, fsynced, discarded)"
 
 
 def one_round(settings: Settings, kind: type[Delivery], emails: int, threads: int) -> float:
@@ -115,9 +144,9 @@ def main() -> None:
     parser.add_argument("--emails", type=int, default=3000)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--threads", type=int, default=8)
-    parser.add_argument("--flush-ms", type=float, default=Settings.result_flush_ms)
+    parser.add_argument("--relay", choices=["sink", "postfix"], default="sink")
     args = parser.parse_args()
-    with database("writes") as url, smtp_sink() as (smtp_url, sink_kind):
+    with database("writes") as url, relay(args.relay) as (smtp_url, sink_kind):
         settings = Settings(
             database_url=url,
             redis_url=REDIS_URL,
@@ -125,7 +154,6 @@ def main() -> None:
             namespace=f"bench-{uuid.uuid4().hex[:8]}",
             max_in_flight=args.emails,
             claim_batch=args.emails,
-            result_flush_ms=args.flush_ms,
         )
         rates: dict[str, list[float]] = {"per batch (old)": [], "as they arrive (new)": []}
         one_round(settings, Delivery, min(args.emails, 500), args.threads)  # warm up

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import contextlib
 import datetime as dt
 import os
 import platform
@@ -30,8 +31,8 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -161,7 +162,11 @@ class CpuMeter:
 
     KINDS = ("worker", "relay", "postgres", "redis", "rabbitmq", "sink")
 
-    def __init__(self) -> None:
+    def __init__(self, *, postmaster: int | None = None) -> None:
+        # With a private Postgres (its postmaster's pid), only this run's processes
+        # count: this process's children and that cluster's backends, not the
+        # machine's other work. Redis, RabbitMQ and the sink are counted whole.
+        self.postmaster = postmaster
         self.before: dict[str, float] = {}
         self.after: dict[str, float] = {}
         self.peak_rss: dict[int, int] = {}
@@ -171,6 +176,8 @@ class CpuMeter:
         for proc in psutil.process_iter(["name", "cmdline"]):
             try:
                 kind = self.kind(proc)
+                if kind and self.postmaster and not self.ours(proc, kind):
+                    continue
                 if kind:
                     times = proc.cpu_times()
                     totals[kind] += times.user + times.system
@@ -180,6 +187,12 @@ class CpuMeter:
             except (psutil.NoSuchProcess, psutil.AccessDenied):
                 continue
         return totals
+
+    def ours(self, proc: psutil.Process, kind: str) -> bool:
+        if kind in ("redis", "rabbitmq", "sink"):
+            return True
+        root = self.postmaster if kind == "postgres" else os.getpid()
+        return proc.pid == root or any(p.pid == root for p in proc.parents())
 
     @staticmethod
     def kind(proc: psutil.Process) -> str | None:
@@ -249,14 +262,23 @@ class Drained:
     meter: CpuMeter
 
 
-def drain(smtp_url: str, n: int, bulk: tuple[int, int], relays: int = 1) -> Drained:
+def drain(
+    smtp_url: str,
+    n: int,
+    bulk: tuple[int, int],
+    relays: int = 1,
+    *,
+    postmaster: int | None = None,
+    around: Callable[[], AbstractContextManager[object]] = contextlib.nullcontext,
+) -> Drained:
+    """Drain ``n`` emails; ``around`` wraps the drain alone (not the fill)."""
     with database("e2e") as url:
         settings = settings_for(url, smtp_url)
         fill(settings, n)
-        meter = CpuMeter()
+        meter = CpuMeter(postmaster=postmaster)
         env = {**settings.to_env(), "OUTBOX_LOG_LEVEL": "WARNING"}
         stop = threading.Event()
-        with Pipeline(env, relays=relays, high=(0, 0), bulk=bulk):
+        with around(), Pipeline(env, relays=relays, high=(0, 0), bulk=bulk):
             before = meter.sample()
             watcher = threading.Thread(target=watch_rss, args=(meter, stop))
             watcher.start()

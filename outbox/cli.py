@@ -126,6 +126,11 @@ def _parser() -> argparse.ArgumentParser:  # noqa: PLR0915 (one statement per co
     )
     sweep = command("sweep", cmd_sweep, "return rows stuck in queued or sending, once")
     sweep.add_argument("--json", action="store_true", help="machine-readable output")
+    sweep.add_argument(
+        "--force",
+        action="store_true",
+        help="sweep sending rows even when Postgres or every process was just silent",
+    )
     status = command("status", cmd_status, "rows per status and priority, oldest unsent age")
     status.add_argument("--json", action="store_true", help="machine-readable output")
     show = command("show", cmd_show, "one email with its attempts and status changes")
@@ -345,30 +350,37 @@ def cmd_relay(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def cmd_sweep(settings: Settings, args: argparse.Namespace) -> int:
-    import redis  # noqa: PLC0415
-
+    """Return lost rows once: queued ones the broker lost, sending ones of gone workers."""
+    from outbox.broker import broker_kind  # noqa: PLC0415
     from outbox.db import store  # noqa: PLC0415
-    from outbox.errors import BrokerError  # noqa: PLC0415
-    from outbox.models import Priority  # noqa: PLC0415
-    from outbox.relay.held import broker_watch  # noqa: PLC0415
+    from outbox.relay.sweep_guard import why_not_sweep_sending  # noqa: PLC0415
 
-    client = redis.Redis.from_url(settings.redis_url, socket_connect_timeout=5, socket_timeout=5)
-    watch = broker_watch(settings, client, list(Priority))
     with _connect(settings) as conn:
-        candidates = store.queued_ids(conn, lost_after=1.0)
-        try:
-            lost = set(candidates) - watch.held_ids() if candidates else set()
-        except BrokerError as exc:
-            print(f"queued rows left alone: {exc}", file=sys.stderr)
-            lost = set()
+        lost = _lost_queued(settings, conn) if broker_kind(settings.broker) == "redis" else set()
+        up, freshest = store.sweep_guard(conn)
+        refusal = why_not_sweep_sending(
+            postgres_up_seconds=up,
+            freshest_beat_seconds=freshest,
+            stuck_seconds=settings.stuck_seconds,
+            heartbeat_seconds=settings.heartbeat_seconds(),
+        )
+        if refusal and args.force:
+            print(f"sweeping sending rows although {refusal} (--force)", file=sys.stderr)
+        elif refusal:
+            print(
+                f"sending rows left alone: {refusal}; sweeping them now could send live"
+                " workers' emails twice. Run again once the processes beat, or with --force"
+                " if every worker is known to be stopped",
+                file=sys.stderr,
+            )
         swept = store.sweep(
             conn,
             stuck_seconds=settings.stuck_seconds,
             max_attempts=settings.max_attempts,
             hold=settings.on_uncertain == "hold",
             lost=lost,
+            sending=not refusal or args.force,
         )
-    client.close()
     if args.json:
         print(_json({"requeued_lost": swept.requeued, "silent_workers_rows": swept.uncertain or 0}))
         return 0
@@ -377,6 +389,28 @@ def cmd_sweep(settings: Settings, args: argparse.Namespace) -> int:
         f"rows of silent worker processes: {swept.uncertain or 0}"
     )
     return 0
+
+
+def _lost_queued(settings: Settings, conn: Any) -> set[int]:
+    """Queued rows Redis no longer holds (RabbitMQ's durable queues lose none)."""
+    import redis  # noqa: PLC0415
+
+    from outbox.db import store  # noqa: PLC0415
+    from outbox.errors import BrokerError  # noqa: PLC0415
+    from outbox.models import Priority  # noqa: PLC0415
+    from outbox.relay.held import broker_watch  # noqa: PLC0415
+
+    candidates = store.queued_ids(conn, lost_after=1.0)
+    if not candidates:
+        return set()
+    client = redis.Redis.from_url(settings.broker, socket_connect_timeout=5, socket_timeout=5)
+    try:
+        return set(candidates) - broker_watch(settings, client, list(Priority)).held_ids()
+    except BrokerError as exc:
+        print(f"queued rows left alone: {exc}", file=sys.stderr)
+        return set()
+    finally:
+        client.close()
 
 
 def cmd_status(settings: Settings, args: argparse.Namespace) -> int:

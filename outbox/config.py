@@ -95,7 +95,6 @@ class Settings:
     pool_timeout: float = 10.0  # seconds a worker waits for a database connection from its pool
     outage_threshold: int = 3  # consecutive failures of our own sending path that mark it down
     outage_probe_seconds: float = 5.0  # while the sending path is down, one probe send this often
-    result_flush_ms: float = 5.0  # results of different threads wait this long to share one write
     previous_secrets: str = ""  # comma-separated earlier OUTBOX_SECRETs, still verified
     smtp_plaintext_auth: str = "never"  # never | loopback: SMTP credentials without TLS
     bounce_max_recipients: int = 10  # recipients the bounce server takes per message
@@ -223,8 +222,6 @@ class Settings:
             raise ConfigError("OUTBOX_STUCK_SECONDS must be at least 1 (heartbeats every sixth)")
         if self.outage_threshold < 1:
             raise ConfigError("OUTBOX_OUTAGE_THRESHOLD must be at least 1")
-        if self.result_flush_ms < 0:
-            raise ConfigError("OUTBOX_RESULT_FLUSH_MS must be 0 or more")
 
     def heartbeat_seconds(self) -> float:
         """How often relays and workers say they are alive: six beats per stuck threshold."""

@@ -74,7 +74,6 @@ READERS: dict[str, frozenset[str]] = {
     "pool_timeout": frozenset({"relay", "worker"}),
     "outage_threshold": frozenset({"relay", "worker"}),
     "outage_probe_seconds": frozenset({"relay", "worker"}),
-    "result_flush_ms": frozenset({"worker"}),
     "rate_limits": frozenset({"worker", "metrics"}),
     "send_rate": frozenset({"worker", "metrics"}),
     "domain_groups": frozenset({"worker", "metrics"}),

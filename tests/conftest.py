@@ -5,6 +5,7 @@ A server that does not answer fails the run with what to start; nothing skips.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import uuid
 from collections.abc import Iterator
@@ -16,6 +17,7 @@ import redis
 
 from outbox.config import Settings
 from outbox.db import store
+from tests.rabbitmq import empty_queues, private_vhost
 
 # The developer's own OUTBOX_* settings must not leak into the tests.
 for _name in [n for n in os.environ if n.startswith("OUTBOX_")]:
@@ -66,6 +68,13 @@ def redis_client() -> redis.Redis:
     return client
 
 
+@pytest.fixture(scope="session")
+def rabbitmq_url() -> Iterator[str]:
+    """RabbitMQ of this machine: a virtual host of this test session's own."""
+    with private_vhost() as url:
+        yield url
+
+
 @pytest.fixture
 def settings(database_url: str, redis_client: redis.Redis) -> Iterator[Settings]:
     """Fresh tables and a broker namespace of the test's own; time compressed."""
@@ -88,6 +97,16 @@ def settings(database_url: str, redis_client: redis.Redis) -> Iterator[Settings]
     )
     for key in redis_client.scan_iter(f"{namespace}*"):
         redis_client.delete(key)
+
+
+@pytest.fixture(params=["redis", "rabbitmq"])
+def broker_of(request: pytest.FixtureRequest, settings: Settings) -> Settings:
+    """:func:`settings` on each broker in turn (RabbitMQ: this session's virtual host)."""
+    if request.param == "redis":
+        return settings
+    url: str = request.getfixturevalue("rabbitmq_url")
+    empty_queues(url)
+    return dataclasses.replace(settings, broker_url=url)
 
 
 @pytest.fixture

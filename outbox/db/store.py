@@ -61,10 +61,18 @@ def translate_errors() -> Iterator[None]:
         raise StoreError(f"database error: {exc}") from exc
 
 
-def connect(url: str, *, autocommit: bool = False, timeout: float = 10.0) -> Conn:
-    """A connection of its own, for the processes that keep one (metrics, LISTEN, CLI)."""
+def connect(
+    url: str, *, autocommit: bool = False, timeout: float = 10.0, prepare: bool = True
+) -> Conn:
+    """A connection of its own, for the processes that keep one (metrics, LISTEN, CLI,
+    a worker's result writer); ``prepare=False`` behind PgBouncer's transaction mode."""
     with translate_errors():
-        return psycopg.connect(url, autocommit=autocommit, connect_timeout=max(1, int(timeout)))
+        return psycopg.connect(
+            url,
+            autocommit=autocommit,
+            connect_timeout=max(1, int(timeout)),
+            prepare_threshold=5 if prepare else None,
+        )
 
 
 def connection_lost(exc: BaseException, conn: Conn) -> bool:
@@ -1102,6 +1110,14 @@ class ProcessBeat:
     detail: dict[str, Any]
     started_at: dt.datetime
     silent_seconds: float
+
+
+def sweep_guard(conn: Conn) -> tuple[float, float | None]:
+    """(seconds Postgres has run, age of the freshest process heartbeat or None)."""
+    with translate_errors():
+        row = conn.execute(queries["sweep_guard"]).fetchone()
+    assert row is not None
+    return float(row[0]), None if row[1] is None else float(row[1])
 
 
 def list_processes(conn: Conn) -> list[ProcessBeat]:

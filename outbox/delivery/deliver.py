@@ -6,8 +6,10 @@ Orchestration only: what a reply means is :mod:`outbox.delivery.classify` and
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import datetime as dt
+import functools
 import logging
 import os
 import random
@@ -144,8 +146,13 @@ class Delivery:
         self.pacer = pacer
         self.breaker = breaker or SharedBreaker(settings, pool.connection)
         self.writer = ResultWriter(
-            pool,
-            flush_seconds=settings.result_flush_ms / 1000,
+            functools.partial(
+                store.connect,
+                settings.database_url,
+                autocommit=True,
+                timeout=settings.pool_timeout,
+                prepare=settings.prepared_statements == "on",
+            ),
             max_age_seconds=settings.max_age_seconds,
         )
         self.postgres = DownOnce(log, "Postgres (taking rows)")
@@ -214,7 +221,7 @@ class Delivery:
             # and what was paced goes back even if recording failed.
             try:
                 for done in written:
-                    done.result()
+                    self.writer.wait(done)
             finally:
                 if deferred:
                     with self.pool.connection() as conn:
@@ -332,7 +339,10 @@ class Delivery:
 
                 def recorded() -> None:
                     started_waiting = time.monotonic()
-                    written.result()
+                    # A previous result Postgres refused is the batch's error, raised
+                    # when the batch ends; it says nothing about this message's send.
+                    with contextlib.suppress(StoreError):
+                        self.writer.wait(written)
                     waited[0] = time.monotonic() - started_waiting
 
                 message = dataclasses.replace(message, before_commit=recorded)

@@ -1,24 +1,36 @@
 """Results recorded as soon as they are known, several threads' in one statement.
 
-A worker thread hands each result over the moment its reply arrives; one
-writer thread per process collects what arrives within ``flush_seconds`` and
-writes it in one statement (:func:`outbox.db.store.record_results_each`), and
-hands back rows without an attempt (:func:`outbox.db.store.return_unattempted`)
-the same way. A worker killed with SIGKILL then resends only the messages
-whose reply had arrived and was not yet written: at most about one per
-thread, instead of a whole batch per thread.
+A worker thread hands each result over the moment its reply arrives
+(:meth:`ResultWriter.submit`) and goes on building its next message; before
+that message's end-of-data dot, and at the end of its batch, it waits for its
+earlier results (:meth:`ResultWriter.wait`). One writer thread per process
+writes whatever has been handed over, its own threads' results together, in
+one statement (:func:`outbox.db.store.record_results_each`, and
+:func:`outbox.db.store.return_unattempted` for rows handed back), and starts
+the next write as soon as one ends: group commit without a timer, so a result
+waits for at most the write in progress and its own, and under load the writes
+grow instead of multiplying.
+
+A worker killed with SIGKILL then resends only the messages whose reply had
+arrived and was not yet written: at most one per thread (the one whose dot it
+was waiting to send), instead of a whole batch per thread.
 
 While Postgres is away the writer keeps the results and tries again (the rows
 stay ``sending``, held by this live process, and are not swept); it says so
-once, and once when it could write again.
+once, and once when it could write again. A statement that fails for its own
+content, not for the connection, is split so one bad result cannot hold up
+the others, and a result Postgres refuses even alone is recorded without its
+reply.
 """
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import logging
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass
 
@@ -39,15 +51,9 @@ class _Item:
 
 
 class ResultWriter:
-    def __init__(
-        self,
-        pool: store.Pool,
-        *,
-        flush_seconds: float,
-        max_age_seconds: float,
-    ) -> None:
-        self.pool = pool
-        self.flush_seconds = flush_seconds
+    def __init__(self, connect: Callable[[], store.Conn], *, max_age_seconds: float) -> None:
+        self._connect = connect  # an autocommit connection of the writer's own
+        self._conn: store.Conn | None = None
         self.max_age_seconds = max_age_seconds
         self._items: list[_Item] = []
         self._cond = threading.Condition()
@@ -57,6 +63,7 @@ class ResultWriter:
     def submit(
         self, worker: str, result: store.AttemptRecord | store.Unattempted
     ) -> Future[str | None]:
+        """Hand a result over; the writer thread writes it at once, or with the next write."""
         item = _Item(worker, result, Future())
         with self._cond:
             self._items.append(item)
@@ -68,34 +75,101 @@ class ResultWriter:
             self._cond.notify()
         return item.done
 
+    def _connection(self) -> store.Conn:
+        if self._conn is None or self._conn.closed:
+            self._conn = self._connect()
+        return self._conn
+
+    def _drop(self) -> None:
+        if self._conn is not None:
+            with contextlib.suppress(Exception):
+                self._conn.close()
+            self._conn = None
+
+    def close(self) -> None:
+        self._drop()
+
+    def wait(self, done: Future[str | None]) -> str | None:
+        """The row's new status once its result is written (None: no longer ours)."""
+        return done.result()
+
     def _run(self) -> None:
         while True:
             with self._cond:
                 while not self._items:
                     self._cond.wait()
-            if self.flush_seconds:
-                time.sleep(self.flush_seconds)  # let the other threads' results join
-            with self._cond:
                 batch, self._items = self._items, []
+            self._write_all(batch)
+
+    def _write_all(self, batch: Sequence[_Item]) -> None:
+        if not batch:
+            return
+        try:
             self._write(batch)
+        except StoreError as exc:
+            if len(batch) > 1:
+                # This statement's own fault: one result in it, most likely; the
+                # others are written without it, each half on its own.
+                half = len(batch) // 2
+                self._write_all(batch[:half])
+                self._write_all(batch[half:])
+                return
+            self._write_plain(batch[0], exc)
+
+    def _write_plain(self, item: _Item, exc: StoreError) -> None:
+        """A result Postgres refused even alone: its state, without the reply's text."""
+        log.error(
+            "result of email %s refused by Postgres (%s); recorded without its reply",
+            item.result.id,
+            type(exc.__cause__ or exc).__name__,
+        )
+        result = item.result
+        plain: store.AttemptRecord | store.Unattempted
+        if isinstance(result, store.AttemptRecord):
+            plain = dataclasses.replace(
+                result,
+                reason=f"{result.status}; reply not storable",
+                reply_text=None,
+                reply_code=None,
+                enhanced_status=None,
+                provider_message_id=None,
+            )
+        else:
+            plain = dataclasses.replace(result, reason="handed back; reason not storable")
+        try:
+            self._write([_Item(item.worker, plain, item.done)])
+        except StoreError as again:
+            item.done.set_exception(again)  # the row stays held; its batch fails loudly
 
     def _write(self, batch: Sequence[_Item]) -> None:
+        """One write, tried again while the connection (not the statement) fails."""
         records = [(i.worker, i.result) for i in batch if isinstance(i.result, store.AttemptRecord)]
         returned = [i.result for i in batch if isinstance(i.result, store.Unattempted)]
+        kept: set[int] = set()
+        statuses: dict[int, str] = {}
         tries = 0
-        while True:
+        while records or returned:
             try:
-                with self.pool.connection() as conn:
-                    kept = store.record_results_each(conn, records) if records else set()
-                    statuses = (
-                        store.return_unattempted(
+                conn = self._connection()
+                try:
+                    # Autocommit: each statement is one round trip; what one wrote
+                    # is not written again when the next one's connection fails.
+                    if records:
+                        kept = store.record_results_each(conn, records)
+                        records = []
+                    if returned:
+                        statuses = store.return_unattempted(
                             conn, returned, max_age_seconds=self.max_age_seconds
                         )
-                        if returned
-                        else {}
-                    )
-                break
-            except StoreError as exc:  # the pool's timeout too
+                        returned = []
+                except StoreError as exc:
+                    if not store.connection_lost(exc, conn):
+                        raise _Refused(exc) from exc
+                    self._drop()
+                    raise
+            except _Refused as refused:
+                raise refused.error from None
+            except StoreError as exc:
                 self.postgres.failed(exc, waiting=f"results of {len(batch)} rows held")
                 delay = _RETRY_DELAYS[min(tries, len(_RETRY_DELAYS) - 1)]
                 tries += 1
@@ -111,3 +185,11 @@ class ResultWriter:
             else:
                 status = statuses.get(item.result.id)
             item.done.set_result(status)
+
+
+class _Refused(Exception):
+    """A statement Postgres rejected for its content: not worth trying again as it is."""
+
+    def __init__(self, error: StoreError) -> None:
+        super().__init__(str(error))
+        self.error = error

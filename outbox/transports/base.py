@@ -20,9 +20,10 @@ class OutgoingMessage:
     message_id: str
     idempotency_key: str  # passed on to providers whose API takes one
     smtputf8: bool = False  # the addresses need RFC 6531
-    # Called by the SMTP transport right before the end-of-data dot, the point after
-    # which the relay may have the message: delivery waits there for the previous
-    # result of the thread to be recorded, so a crash resends at most one message.
+    # Called right before the point after which the peer may have the message (the
+    # SMTP end-of-data dot, an HTTP provider's request leaving): delivery waits
+    # there for the thread's previous result to be recorded, so a crash resends at
+    # most one message per thread.
     before_commit: Callable[[], None] | None = None
 
 

@@ -62,13 +62,21 @@ def post_json(
     parse: Parse,
     headers: Mapping[str, str] | None = None,
     idempotent: bool = False,
+    before_send: Callable[[], None] | None = None,
 ) -> HttpReply:
-    """POST ``payload`` as JSON; never raises for what the network or the provider did."""
+    """POST ``payload`` as JSON; never raises for what the network or the provider did.
+
+    ``before_send`` runs when the request is ready and about to leave: the
+    point after which the provider may act on it (the SMTP end-of-data dot's
+    counterpart), where delivery waits for the thread's previous result.
+    """
     try:
         body = orjson.dumps(payload)
     except TypeError as exc:
         return HttpReply(Stage.REQUEST, error=f"could not encode the request: {exc}")
     request_headers = {"Content-Type": "application/json", "Accept": "application/json"}
+    if before_send is not None:
+        before_send()
     try:
         response = client.post(path, content=body, headers={**request_headers, **(headers or {})})
     except (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout, httpx.ProxyError) as exc:

@@ -117,7 +117,13 @@ class PostmarkTransport:
             request = payload(message, message_stream=self.config.message_stream)
         except Exception as exc:  # our own message did not parse: nothing left
             return HttpReply(Stage.REQUEST, error=f"could not build the request: {exc!r}")
-        return http.post_json(self._client, "/email", request, parse=parse_response)
+        return http.post_json(
+            self._client,
+            "/email",
+            request,
+            parse=parse_response,
+            before_send=message.before_commit,
+        )
 
     def close(self) -> None:
         self._client.close()

@@ -138,6 +138,7 @@ class ResendTransport:
             parse=parse_response,
             headers={"Idempotency-Key": idempotency_key(message.idempotency_key)},
             idempotent=True,
+            before_send=message.before_commit,
         )
 
     def close(self) -> None:

@@ -130,6 +130,8 @@ class SesTransport:
 
     def send(self, message: OutgoingMessage) -> Reply:
         params = request(message, configuration_set=self.config.configuration_set)
+        if message.before_commit is not None:
+            message.before_commit()  # the request leaves next: see OutgoingMessage
         try:
             response = self._client.send_email(**params)
         except ClientError as exc:

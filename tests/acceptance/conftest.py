@@ -71,6 +71,12 @@ def fault_settings(settings: Settings) -> Settings:
     )
 
 
+@pytest.fixture
+def broker_settings(broker_of: Settings, fault_settings: Settings) -> Settings:
+    """:func:`fault_settings` on each broker in turn: the same faults, the same guarantees."""
+    return dataclasses.replace(fault_settings, broker_url=broker_of.broker_url)
+
+
 def child_env(settings: Settings, smtp_url: str, **extra: str) -> dict[str, str]:
     return {
         **dataclasses.replace(settings, smtp_url=smtp_url).to_env(),

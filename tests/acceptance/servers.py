@@ -7,42 +7,16 @@ that is removed afterwards.
 
 from __future__ import annotations
 
-import contextlib
-import glob
-import os
 import shutil
-import signal
-import socket
 import subprocess
-import tempfile
-import time
 from pathlib import Path
 
-import psycopg
 import pytest
 import redis
 
+from outbox.testing.servers import PostgresServer, free_port, wait_ready
 
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
-
-
-def _wait(check: object, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            if check():  # type: ignore[operator]
-                return
-        except Exception as exc:
-            last = exc
-        else:
-            last = None
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what} not ready within {timeout}s ({last})")
-        time.sleep(0.05)
+__all__ = ["PostgresServer", "RedisServer", "free_port"]
 
 
 class RedisServer:
@@ -80,7 +54,7 @@ class RedisServer:
             )
         client = redis.Redis(port=self.port, socket_connect_timeout=1)
         try:
-            _wait(client.ping, 10, f"redis-server on port {self.port}")
+            wait_ready(client.ping, 10, f"redis-server on port {self.port}")
         finally:
             client.close()
         return self
@@ -98,91 +72,3 @@ class RedisServer:
 
     def client(self) -> redis.Redis:
         return redis.Redis(port=self.port, socket_connect_timeout=2)
-
-
-def _postgres_bindir() -> Path:
-    candidates = sorted(glob.glob("/usr/lib/postgresql/*/bin/initdb"), reverse=True)
-    found = candidates[0] if candidates else shutil.which("initdb")
-    if not found:
-        pytest.fail(
-            "initdb is not installed: the Postgres restart scenario starts a private cluster "
-            "(`apt-get install postgresql`)"
-        )
-    return Path(found).parent
-
-
-class PostgresServer:
-    """A throwaway cluster on its own port; restarts never touch the shared one.
-
-    initdb refuses to run as root, so as root every command runs as the
-    ``postgres`` user in a temporary directory it owns.
-    """
-
-    def __init__(self) -> None:
-        self.bindir = _postgres_bindir()
-        self.root = Path(tempfile.mkdtemp(prefix="outbox-faults-pg-"))
-        self.data = self.root / "data"
-        self.port = free_port()
-        self.url = f"postgresql://postgres@127.0.0.1:{self.port}/postgres"
-        self._as_user: list[str] = []
-        if os.geteuid() == 0:
-            if shutil.which("runuser") is None:
-                pytest.fail("runuser is missing: it runs initdb as the postgres user")
-            self._as_user = ["runuser", "-u", "postgres", "--"]
-            shutil.chown(self.root, "postgres", "postgres")
-
-    def _run(self, *args: str, timeout: float = 60) -> None:
-        command = [*self._as_user, *args]
-        done = subprocess.run(command, capture_output=True, timeout=timeout, check=False)
-        if done.returncode != 0:
-            raise AssertionError(
-                f"{' '.join(command)} failed ({done.returncode}): "
-                f"{done.stdout.decode(errors='replace')}{done.stderr.decode(errors='replace')}"
-            )
-
-    def _pg_ctl(self, *args: str) -> None:
-        # fsync off is safe here: the page cache outlives a Postgres crash. Commits
-        # stay synchronous: an acknowledged commit must survive the crash under test.
-        options = (
-            f"-p {self.port} -k {self.root} -c listen_addresses=127.0.0.1 "
-            "-c fsync=off -c full_page_writes=off"
-        )
-        self._run(
-            str(self.bindir / "pg_ctl"),
-            "-D", str(self.data), "-l", str(self.root / "postgres.log"),
-            "-o", options, "-w", "-t", "30", *args,
-        )  # fmt: skip
-
-    def start(self) -> PostgresServer:
-        if not self.data.exists():
-            self._run(
-                str(self.bindir / "initdb"),
-                "-D", str(self.data), "-U", "postgres", "--auth=trust", "--no-sync",
-                "-E", "UTF8", "--locale=C",
-            )  # fmt: skip
-        self._pg_ctl("start")
-        _wait(self.ping, 30, f"private Postgres on port {self.port}")
-        return self
-
-    def ping(self) -> bool:
-        with psycopg.connect(self.url, connect_timeout=2) as conn:
-            conn.execute("SELECT 1")
-        return True
-
-    def stop(self, mode: str = "fast") -> None:
-        self._pg_ctl("stop", "-m", mode)
-
-    def restart(self, mode: str = "fast") -> None:
-        self._pg_ctl("restart", "-m", mode)
-        _wait(self.ping, 30, f"private Postgres on port {self.port}")
-
-    def destroy(self) -> None:
-        pid_file = self.data / "postmaster.pid"
-        if pid_file.exists():
-            with contextlib.suppress(Exception):
-                self.stop("immediate")
-        if pid_file.exists():  # pg_ctl failed: end the postmaster ourselves
-            with contextlib.suppress(Exception):
-                pid = int(pid_file.read_text().split()[0])
-                os.kill(pid, signal.SIGKILL)
-        shutil.rmtree(self.root, ignore_errors=True)

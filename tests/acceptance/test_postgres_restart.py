@@ -46,11 +46,11 @@ def _resumed(sink: SmtpSink, since: int, more: int = 50) -> Callable[[], bool]:
 
 
 def test_postgres_restart_under_load_relay_and_workers_reconnect(
-    fault_settings: Settings, rig: Rig, private_postgres: PostgresServer
+    broker_settings: Settings, rig: Rig, private_postgres: PostgresServer
 ) -> None:
     # Above the downtime plus the workers' in-process retries of their final write.
     settings = dataclasses.replace(
-        fault_settings, database_url=private_postgres.url, stuck_seconds=10.0
+        broker_settings, database_url=private_postgres.url, stuck_seconds=10.0
     )
     total = scaled(1500) + scaled(150)
     add_emails(settings, scaled(1500), prefix="nl")
@@ -114,10 +114,10 @@ def _lines(rig: Rig) -> dict[str, int]:
 
 
 def test_postgres_stopped_longer_than_every_timeout_the_same_processes_drain(
-    fault_settings: Settings, rig: Rig, private_postgres: PostgresServer
+    broker_settings: Settings, rig: Rig, private_postgres: PostgresServer
 ) -> None:
     settings = dataclasses.replace(
-        fault_settings, database_url=private_postgres.url, pool_timeout=1.0, stuck_seconds=3.0
+        broker_settings, database_url=private_postgres.url, pool_timeout=1.0, stuck_seconds=3.0
     )
     bulk, high = scaled(1500), scaled(100)
     add_emails(settings, bulk, prefix="nl")

@@ -32,15 +32,17 @@ from tests.acceptance.checks import (
     wait_until,
 )
 from tests.acceptance.conftest import Rig, child_env, scaled, spawn_relay, timeout
+from tests.rabbitmq import depth
 
 SKIPPED = re.compile(rb"skipped (\d+) of \d+ rows already taken or finished")
 
 
-def _queued_messages(client: redis.Redis, namespace: str) -> int:
-    return sum(
-        int(client.hlen(f"{namespace}-dramatiq:{queue}.msgs"))
-        for queue in ("email_high", "email_bulk")
-    )
+def _queued_messages(settings: Settings, client: redis.Redis) -> int:
+    """Messages the broker holds for the two queues."""
+    queues = ("email_high", "email_bulk")
+    if settings.broker_url.startswith("amqp"):
+        return sum(depth(settings.broker_url, queue, missing=0) for queue in queues)
+    return sum(int(client.hlen(f"{settings.namespace}-dramatiq:{queue}.msgs")) for queue in queues)
 
 
 def _skipped_rows(log_dir: Path) -> int:
@@ -50,11 +52,11 @@ def _skipped_rows(log_dir: Path) -> int:
 
 
 def test_relays_killed_mid_batch_and_racing_send_each_email_once(
-    fault_settings: Settings, rig: Rig, redis_client: redis.Redis
+    broker_settings: Settings, rig: Rig, redis_client: redis.Redis
 ) -> None:
     # Long sweeper threshold: only the relays' own behaviour is under test here.
     settings = dataclasses.replace(
-        fault_settings, stuck_seconds=30.0, claim_batch=200, bulk_batch=2, max_in_flight=400
+        broker_settings, stuck_seconds=30.0, claim_batch=200, bulk_batch=2, max_in_flight=400
     )
     total = scaled(1500) + scaled(150)
     add_emails(settings, scaled(1500), prefix="nl")
@@ -69,12 +71,12 @@ def test_relays_killed_mid_batch_and_racing_send_each_email_once(
     for _ in range(6):
         proc = spawn_relay(p, "relay0")
         deadline = time.monotonic() + timeout(30)
-        while _queued_messages(redis_client, settings.namespace) <= stale_messages:
+        while _queued_messages(settings, redis_client) <= stale_messages:
             assert time.monotonic() < deadline, "the relay never published"
         os.kill(proc.pid, signal.SIGSTOP)
         mid_batch = statuses(settings) == {"pending": total}  # its claim never committed
         p.kill("relay0", signal.SIGKILL)
-        stale_messages = _queued_messages(redis_client, settings.namespace)
+        stale_messages = _queued_messages(settings, redis_client)
         if not mid_batch:
             break  # rows were claimed for good: the racing part takes it from here
         mid_batch_kills += 1

@@ -96,10 +96,10 @@ class DoubleSigterm(CoreBug):
 
 
 def test_sigterm_to_a_worker_pool_hands_back_what_it_holds(
-    fault_settings: Settings, rig: Rig
+    broker_settings: Settings, rig: Rig
 ) -> None:
     # A threshold well above a batch's length: only a worker that abandons rows leaves them.
-    settings = dataclasses.replace(fault_settings, stuck_seconds=8.0)
+    settings = dataclasses.replace(broker_settings, stuck_seconds=8.0)
     total = scaled(1200)
     add_emails(settings, total, prefix="nl")
     sink = rig.sink(lambda _a: Behaviour(delay=0.02))

@@ -27,9 +27,9 @@ POOLS = {"email_high": (1, 4), "email_bulk": (1, 8)}
 
 
 def test_sigkill_between_the_relays_250_and_the_row_marked_sent(
-    fault_settings: Settings, rig: Rig
+    broker_settings: Settings, rig: Rig
 ) -> None:
-    settings = fault_settings
+    settings = broker_settings
     bulk = add_emails(settings, scaled(800), prefix="nl")
     high = add_emails(settings, scaled(80), prefix="hi", priority="high")
     victims = {bulk[i] for i in range(100, len(bulk), len(bulk) // 5)}
@@ -97,11 +97,11 @@ def test_sigkill_between_the_relays_250_and_the_row_marked_sent(
 
 
 def test_sigkill_mid_drain_resends_at_most_one_message_per_thread(
-    fault_settings: Settings, rig: Rig
+    broker_settings: Settings, rig: Rig
 ) -> None:
     """Results are recorded as their replies arrive, not once per batch of 25: a kill
     -9 of a bulk pool resends at most the message each thread had in flight."""
-    settings = fault_settings
+    settings = broker_settings
     processes, threads = POOLS["email_bulk"]
     n = scaled(1500)
     add_emails(settings, n, prefix="nl")

@@ -206,6 +206,60 @@ def test_sweep(settings: Settings) -> None:
     assert statuses(settings) == {"pending": 2}
 
 
+def _sending_of(settings: Settings, worker: str, beat_ago: str) -> None:
+    """Every row taken by ``worker``'s process, whose last beat was ``beat_ago``."""
+    query(
+        settings,
+        "INSERT INTO outbox_process (name, kind, beat_at)"
+        " VALUES (%s, 'worker', now() - %s::interval) RETURNING name",
+        worker,
+        beat_ago,
+    )
+    query(
+        settings,
+        "UPDATE email_outbox SET status = 'sending', attempts = 1, locked_by = %s,"
+        " locked_at = now() - interval '1 hour' RETURNING id",
+        f"{worker}:thread-1",
+    )
+
+
+QUICK = {"OUTBOX_STUCK_SECONDS": "6"}  # heartbeats every second
+
+
+def test_sweep_returns_the_rows_of_a_silent_worker_while_others_beat(settings: Settings) -> None:
+    add_newsletter(settings, 2)
+    _sending_of(settings, "gone:1", "1 hour")
+    query(
+        settings,
+        "INSERT INTO outbox_process (name, kind) VALUES ('live:2', 'worker') RETURNING name",
+    )
+    result = outbox(settings, "sweep", env=QUICK)
+    assert result.returncode == 0, result.stderr
+    assert "rows of silent worker processes: {'pending': 2}" in result.stdout
+    assert statuses(settings) == {"pending": 2}
+    verdicts = query(settings, "SELECT verdict, worker FROM email_attempt")
+    assert verdicts == [("uncertain", "sweeper"), ("uncertain", "sweeper")]
+
+
+def test_sweep_leaves_sending_rows_when_every_process_fell_silent_at_once(
+    settings: Settings,
+) -> None:
+    # After an outage between the workers and Postgres, every heartbeat is old:
+    # the rows may be live sends, so a one-off sweep must not send them again.
+    add_newsletter(settings, 2)
+    _sending_of(settings, "w:1", "30 seconds")
+    refused = outbox(settings, "sweep", env=QUICK)
+    assert refused.returncode == 0, refused.stderr
+    assert "sending rows left alone: no relay or worker has beaten for 30 s" in refused.stderr
+    assert "--force" in refused.stderr
+    assert "rows of silent worker processes: 0" in refused.stdout
+    assert statuses(settings) == {"sending": 2}
+    forced = outbox(settings, "sweep", "--force", env=QUICK)
+    assert forced.returncode == 0, forced.stderr
+    assert "(--force)" in forced.stderr
+    assert statuses(settings) == {"pending": 2}
+
+
 def test_bad_configuration_is_a_clear_error(settings: Settings) -> None:
     result = outbox(settings, "status", env={"OUTBOX_MAX_ATTEMPTS": "lots"})
     assert result.returncode == 2

@@ -26,7 +26,8 @@ def env_for(settings: Settings, sink: SmtpSink) -> dict[str, str]:
     return {**dataclasses.replace(settings, smtp_url=sink.url).to_env(), "OUTBOX_LOG_LEVEL": "INFO"}
 
 
-def test_end_to_end_through_relay_and_worker_processes(settings: Settings, tmp_path: Path) -> None:
+def test_end_to_end_through_relay_and_worker_processes(broker_of: Settings, tmp_path: Path) -> None:
+    settings = broker_of
     add_newsletter(settings, 300)
     with SmtpSink() as sink, Pipeline(env_for(settings, sink), log_dir=tmp_path):
         wait_until(lambda: statuses(settings) == {"sent": 300}, timeout=60)
@@ -36,8 +37,9 @@ def test_end_to_end_through_relay_and_worker_processes(settings: Settings, tmp_p
 
 
 def test_two_relays_and_two_worker_processes_send_each_row_once(
-    settings: Settings, tmp_path: Path
+    broker_of: Settings, tmp_path: Path
 ) -> None:
+    settings = broker_of
     add_newsletter(settings, 2000)
     # A small window keeps both relays claiming for the whole run.
     settings = dataclasses.replace(settings, claim_batch=50, bulk_batch=10, max_in_flight=150)
@@ -61,7 +63,8 @@ def test_two_relays_and_two_worker_processes_send_each_row_once(
     assert query(settings, "SELECT count(*) FROM email_attempt")[0][0] == 2000
 
 
-def test_login_code_overtakes_a_bulk_backlog(settings: Settings, tmp_path: Path) -> None:
+def test_login_code_overtakes_a_bulk_backlog(broker_of: Settings, tmp_path: Path) -> None:
+    settings = broker_of
     add_newsletter(settings, 10_000)
     with (
         SmtpSink() as sink,

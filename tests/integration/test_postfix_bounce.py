@@ -4,9 +4,6 @@ comes back through the VERP address to `outbox bounces serve`."""
 from __future__ import annotations
 
 import dataclasses
-import shutil
-import subprocess
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -18,24 +15,12 @@ from outbox import enqueue
 from outbox.config import Settings
 from outbox.db import store
 from outbox.feedback.smtp_server import BounceServer
-from outbox.testing.sink import SmtpSink
+from outbox.testing.postfix import PostfixMissing, free_port, private_postfix
 from tests.integration.helpers import LOGIN, harness, query, wait_until
 from tests.keys import SECRET
 
 BOUNCE_DOMAIN = "bounces.outbox-test.example"
 MAIN_CF = """\
-compatibility_level = 3.6
-queue_directory = {root}/queue
-data_directory = {root}/data
-shlib_directory = /usr/lib/postfix
-daemon_directory = /usr/lib/postfix/sbin
-meta_directory = /etc/postfix
-mail_owner = postfix
-setgid_group = postdrop
-maillog_file = {root}/maillog
-maillog_file_prefixes = {root}
-inet_interfaces = 127.0.0.1
-inet_protocols = ipv4
 myhostname = mx.outbox-test.example
 mydomain = outbox-test.example
 myorigin = $myhostname
@@ -44,64 +29,21 @@ mydestination = users.outbox-test.example
 local_recipient_maps =
 alias_maps =
 alias_database =
-mynetworks = 127.0.0.0/8
-relayhost =
-smtp_dns_support_level = disabled
-transport_maps = inline:{{ {{ {bounce_domain} = smtp:[127.0.0.1]:{bounce_port} }} }}
-smtputf8_enable = no
-biff = no
+transport_maps = inline:{{{{ {{{{ {bounce_domain} = smtp:[127.0.0.1]:{bounce_port} }}}} }}}}
 """
 
 
 @pytest.fixture
 def postfix() -> Iterator[tuple[Path, int, int]]:
     """A private Postfix instance on loopback: (config dir, smtpd port, bounce port)."""
-    if shutil.which("postfix") is None:
-        pytest.fail("Postfix is not installed: apt-get install postfix (./.ci/run does)")
-    # Not under pytest's tmp_path: its parents are private to root, and Postfix's
-    # daemons run as the postfix user.
-    root = Path(tempfile.mkdtemp(prefix="outbox-postfix-"))
-    root.chmod(0o755)
-    conf, data = root / "conf", root / "data"
-    for directory in (conf, data, root / "queue"):
-        directory.mkdir()
-    shutil.chown(data, "postfix")
-    smtpd_port, bounce_port = SmtpSink().port, SmtpSink().port
-    # The package's service table; with debconf's "No configuration" only the
-    # shipped prototypes exist.
-    candidates = [
-        "/etc/postfix/master.cf",
-        "/etc/postfix/master.cf.proto",
-        "/usr/share/postfix/master.cf.dist",
-    ]
-    master = next(Path(p).read_text() for p in candidates if Path(p).exists())
-    lines = []
-    for original in master.splitlines():
-        fields = original.split()
-        if fields[:2] == ["smtp", "inet"]:
-            lines.append(f"127.0.0.1:{smtpd_port} inet n - n - - smtpd")
-        elif len(fields) >= 8 and fields[1] in {"unix", "fifo", "pass", "unix-dgram"}:
-            fields[4] = "n"  # no chroot: the queue is in a temporary directory
-            lines.append(" ".join(fields))
-        else:
-            lines.append(original)
-    (conf / "master.cf").write_text("\n".join(lines) + "\n")
-    (conf / "main.cf").write_text(
-        MAIN_CF.format(root=root, bounce_domain=BOUNCE_DOMAIN, bounce_port=bounce_port)
-    )
-    started = subprocess.run(
-        ["postfix", "-c", str(conf), "start"], capture_output=True, text=True, check=False
-    )
-    log = root / "maillog"
-    if started.returncode != 0:
-        pytest.fail(
-            f"Postfix did not start: {started.stderr}\n{log.read_text() if log.exists() else ''}"
-        )
+    bounce_port = free_port()
     try:
-        yield conf, smtpd_port, bounce_port
-    finally:
-        subprocess.run(["postfix", "-c", str(conf), "stop"], capture_output=True, check=False)
-        shutil.rmtree(root, ignore_errors=True)
+        with private_postfix(
+            MAIN_CF.format(bounce_domain=BOUNCE_DOMAIN, bounce_port=bounce_port)
+        ) as instance:
+            yield instance.conf, instance.port, bounce_port
+    except PostfixMissing as exc:
+        pytest.fail(str(exc))
 
 
 def test_a_real_dsn_suppresses_the_address(

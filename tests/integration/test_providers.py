@@ -383,6 +383,26 @@ def delivered_ids(kind: str, fake: Any) -> dict[str, str]:
     }
 
 
+TRANSPORTS = {"postmark": postmark_transport, "resend": resend_transport, "ses": ses_transport}
+
+
+@pytest.mark.parametrize("kind", sorted(FAKES))
+def test_the_request_leaves_only_after_the_previous_result_is_recorded(kind: str) -> None:
+    """The point of no return of an HTTP send is its request, as the dot is SMTP's:
+    delivery's wait for the thread's previous result runs before it, never after."""
+    seen: list[int] = []
+    with FAKES[kind]() as fake, TRANSPORTS[kind](fake) as transport:  # type: ignore[operator]
+
+        def previous_recorded() -> None:
+            seen.append(len(fake.requests))  # how many requests had arrived by then
+
+        message = dataclasses.replace(MESSAGE, before_commit=previous_recorded)
+        outcome = classify_reply(transport.send(message))
+        assert outcome.verdict is Verdict.SENT
+        assert len(fake.requests) == 1
+    assert seen == [0]
+
+
 @pytest.mark.parametrize("kind", sorted(FAKES))
 def test_rows_are_sent_with_the_providers_message_id(settings: Settings, kind: str) -> None:
     add_newsletter(settings, 5)

@@ -8,16 +8,11 @@ sweeper to find.
 from __future__ import annotations
 
 import dataclasses
-import subprocess
 import time
 from pathlib import Path
 
-import pika
-import pika.exceptions
-import psycopg
 import pytest
 
-from outbox import enqueue
 from outbox.broker import broker_kind, make_broker
 from outbox.config import Settings
 from outbox.errors import ConfigError
@@ -25,38 +20,15 @@ from outbox.models import Priority
 from outbox.relay.publish import Publisher
 from outbox.testing.pipeline import Pipeline
 from outbox.testing.sink import SmtpSink
-from tests.integration.helpers import LOGIN, add_newsletter, query, statuses, wait_until
-
-AMQP_URL = "amqp://guest:guest@127.0.0.1:5672/%2F"
-START_RABBITMQ = "start it with `rabbitmq-server -detached`"
-QUEUES = [f"email_{p}{suffix}" for p in ("high", "bulk") for suffix in ("", ".DQ", ".XQ")]
-
-
-def _connect() -> pika.BlockingConnection:
-    try:
-        return pika.BlockingConnection(pika.URLParameters(AMQP_URL))
-    except pika.exceptions.AMQPConnectionError as exc:
-        pytest.fail(f"RabbitMQ at 127.0.0.1:5672 does not answer ({exc!r}); {START_RABBITMQ}")
-
-
-def _depth(queue: str) -> int:
-    connection = _connect()
-    try:
-        declared = connection.channel().queue_declare(queue=queue, passive=True)
-        return int(declared.method.message_count)
-    finally:
-        connection.close()
+from tests.integration.helpers import add_newsletter, query, statuses, wait_until
+from tests.rabbitmq import connect, depth, empty_queues, rabbitmqctl
 
 
 @pytest.fixture
-def amqp(settings: Settings) -> Settings:
-    """Settings on RabbitMQ, its queues empty (tests run one at a time)."""
-    connection = _connect()
-    channel = connection.channel()
-    for queue in QUEUES:
-        channel.queue_delete(queue=queue)
-    connection.close()
-    return dataclasses.replace(settings, broker_url=AMQP_URL)
+def amqp(settings: Settings, rabbitmq_url: str) -> Settings:
+    """Settings on RabbitMQ (this session's virtual host), its queues empty."""
+    empty_queues(rabbitmq_url)
+    return dataclasses.replace(settings, broker_url=rabbitmq_url)
 
 
 @pytest.mark.parametrize(
@@ -85,7 +57,7 @@ def test_published_messages_are_durable_and_persistent(amqp: Settings) -> None:
         Publisher(broker)(Priority.BULK, [[1, 2], [3]])
     finally:
         broker.close()
-    connection = _connect()
+    connection = connect(amqp.broker_url)
     try:
         channel = connection.channel()
         declared = channel.queue_declare(queue="email_bulk", passive=True)
@@ -101,35 +73,6 @@ def _env(settings: Settings, sink: SmtpSink) -> dict[str, str]:
     return {**dataclasses.replace(settings, smtp_url=sink.url).to_env(), "OUTBOX_LOG_LEVEL": "INFO"}
 
 
-def test_login_code_and_newsletter_through_rabbitmq(amqp: Settings, tmp_path: Path) -> None:
-    add_newsletter(amqp, 1000)
-    with (
-        SmtpSink() as sink,
-        Pipeline(_env(amqp, sink), high=(1, 2), bulk=(1, 8), log_dir=tmp_path),
-    ):
-        wait_until(lambda: len(sink.messages) >= 100, timeout=60)
-        with psycopg.connect(amqp.database_url) as conn:
-            login = enqueue(
-                conn,
-                idempotency_key="login",
-                to="alice@example.com",
-                template="login_code",
-                params=LOGIN,
-                priority="high",
-                settings=amqp,
-            )
-            conn.commit()
-        wait_until(lambda: statuses(amqp) == {"sent": 1001}, timeout=120)
-    order = sink.message_ids()
-    assert len(order) == len(set(order)) == 1001
-    # The code overtook most of the newsletter that was waiting when it came.
-    assert order.index(login.message_id) < 500
-
-
-def _rabbitmq(command: str) -> None:
-    subprocess.run(["rabbitmqctl", "-q", command], check=True, timeout=120, capture_output=True)
-
-
 def test_a_rabbitmq_restart_mid_drain_leaves_nothing_for_the_sweeper(
     amqp: Settings, tmp_path: Path
 ) -> None:
@@ -142,12 +85,12 @@ def test_a_rabbitmq_restart_mid_drain_leaves_nothing_for_the_sweeper(
         Pipeline(_env(slow_sweeper, sink), high=(1, 2), bulk=(1, 4), log_dir=tmp_path),
     ):
         wait_until(lambda: len(sink.messages) >= 100, timeout=60)
-        _rabbitmq("stop_app")
+        rabbitmqctl("stop_app")
         stopped = time.monotonic()
         try:
             time.sleep(2)
         finally:
-            _rabbitmq("start_app")
+            rabbitmqctl("start_app")
         wait_until(lambda: statuses(slow_sweeper) == {"sent": 1500}, timeout=120)
         recovered = time.monotonic() - stopped
     ids = sink.message_ids()
@@ -155,4 +98,4 @@ def test_a_rabbitmq_restart_mid_drain_leaves_nothing_for_the_sweeper(
     swept = query(slow_sweeper, "SELECT count(*) FROM email_event WHERE reason LIKE 'swept%'")[0][0]
     assert swept == 0
     assert recovered < 120
-    assert _depth("email_bulk") == 0
+    assert depth(amqp.broker_url, "email_bulk") == 0

@@ -30,6 +30,7 @@ LAYERS: list[set[str]] = [
         "delivery.backoff",
         "delivery.retry",
         "delivery.breaker",
+        "relay.sweep_guard",
         "message.message_id",
         "message.placeholders",
         "message.build",

@@ -1,0 +1,110 @@
+"""The per-process result writer against the real Postgres: one bad result
+never holds up the others, and every result is written once waited for."""
+
+from __future__ import annotations
+
+import functools
+import threading
+from collections.abc import Callable
+
+from outbox.config import Settings
+from outbox.db import store
+from outbox.delivery.writer import ResultWriter
+from tests.integration.helpers import add_newsletter, pool, query
+
+
+def connect(settings: Settings) -> Callable[[], store.Conn]:
+    return functools.partial(store.connect, settings.database_url, autocommit=True)
+
+
+def _taken(settings: Settings, conn_pool: store.Pool, n: int, worker: str) -> list[int]:
+    ids = add_newsletter(settings, n)
+    with conn_pool.connection() as conn:
+        claimed = store.claim_due(conn, priority="bulk", limit=n, relay="r1")
+        rows = store.take_for_sending(conn, [c.id for c in claimed], worker)
+    assert sorted(r.id for r in rows) == sorted(ids)
+    return ids
+
+
+def _sent(
+    row_id: int, *, reply_code: int = 250, text: str = "2.0.0 queued as A1"
+) -> store.AttemptRecord:
+    return store.AttemptRecord(
+        id=row_id,
+        attempt=1,
+        status="sent",
+        reason="accepted",
+        delay_seconds=0.0,
+        provider_message_id="A1",
+        verdict="sent",
+        stage="body",
+        reply_code=reply_code,
+        enhanced_status="2.0.0",
+        reply_text=text,
+        duration_ms=1.0,
+        transport="smtp",
+    )
+
+
+def test_results_of_many_threads_are_all_written(settings: Settings) -> None:
+    with pool(settings) as conn_pool:
+        writer = ResultWriter(connect(settings), max_age_seconds=settings.max_age_seconds)
+        workers = [f"w{n}" for n in range(4)]
+        ids = add_newsletter(settings, 40)
+        with conn_pool.connection() as conn:
+            claimed = [c.id for c in store.claim_due(conn, priority="bulk", limit=40, relay="r")]
+            for n, worker in enumerate(workers):
+                store.take_for_sending(conn, claimed[n::4], worker)
+        statuses: dict[int, str | None] = {}
+
+        def thread(worker: str, mine: list[int]) -> None:
+            for row_id in mine:
+                statuses[row_id] = writer.wait(writer.submit(worker, _sent(row_id)))
+
+        threads = [
+            threading.Thread(target=thread, args=(w, claimed[n::4])) for n, w in enumerate(workers)
+        ]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    assert statuses == dict.fromkeys(ids, "sent")
+    rows = query(settings, "SELECT count(*) FROM email_outbox WHERE status = 'sent'")
+    assert rows == [(40,)]
+    assert query(settings, "SELECT count(*) FROM email_attempt") == [(40,)]
+
+
+def test_a_result_postgres_refuses_does_not_hold_up_the_others(settings: Settings) -> None:
+    with pool(settings) as conn_pool:
+        good, bad, other = _taken(settings, conn_pool, 3, "w1")
+        writer = ResultWriter(connect(settings), max_age_seconds=settings.max_age_seconds)
+        # A reply code beyond Postgres's integer range: the statement fails on its content.
+        futures = [
+            writer.submit("w1", _sent(good)),
+            writer.submit("w1", _sent(bad, reply_code=2**40)),
+            writer.submit("w1", _sent(other)),
+        ]
+        assert [writer.wait(f) for f in futures] == ["sent", "sent", "sent"]
+    rows = {
+        r[0]: r[1:]
+        for r in query(
+            settings,
+            "SELECT o.id, o.status, a.reply_code, a.reply_text FROM email_outbox o"
+            " JOIN email_attempt a ON a.outbox_id = o.id",
+        )
+    }
+    assert rows[good] == ("sent", 250, "2.0.0 queued as A1")
+    assert rows[other] == ("sent", 250, "2.0.0 queued as A1")
+    # Sent, as it was; only the reply Postgres could not take is left out.
+    assert rows[bad] == ("sent", None, None)
+    reason = query(settings, "SELECT status_reason FROM email_outbox WHERE id = %s", bad)
+    assert reason == [("sent; reply not storable",)]
+
+
+def test_a_row_no_longer_held_is_reported_as_not_ours(settings: Settings) -> None:
+    with pool(settings) as conn_pool:
+        (row_id,) = _taken(settings, conn_pool, 1, "w1")
+        writer = ResultWriter(connect(settings), max_age_seconds=settings.max_age_seconds)
+        # Another worker's result for the row: the row is not its to finish.
+        assert writer.wait(writer.submit("w2", _sent(row_id))) is None
+    assert query(settings, "SELECT status FROM email_outbox") == [("sending",)]
