@@ -175,6 +175,27 @@ def test_forget_erases_an_address_everywhere_and_keeps_it_suppressed(
         conn.commit()
     assert later.status == "suppressed"
     assert again.created is False
+    with psycopg.connect(settings.database_url) as conn:
+        batch = enqueue_many(
+            conn,
+            [{"idempotency_key": f"nl-{i}", "to": to, "template": "newsletter", "params": NEWS}
+             for i, to in enumerate(["GONE@example.com", "new@example.com"])],
+            settings=settings,
+        )  # fmt: skip
+        conn.commit()
+    assert [r.status for r in batch] == ["suppressed", "pending"]
+    # The careful path too (a taken key among them): the hash is looked up there as well.
+    with psycopg.connect(settings.database_url) as conn:
+        careful = enqueue_many(
+            conn,
+            [{"idempotency_key": "nl-0", "to": "GONE@example.com", "template": "newsletter",
+              "params": NEWS},
+             {"idempotency_key": "nl-9", "to": "gone@EXAMPLE.com", "template": "newsletter",
+              "params": NEWS}],
+            settings=settings,
+        )  # fmt: skip
+        conn.commit()
+    assert [(r.created, r.status) for r in careful] == [(False, "suppressed"), (True, "suppressed")]
     check = outbox(settings, "suppress", "check", "gone@example.com")
     assert check.returncode == 0
     assert "complaint" in check.stdout

@@ -68,16 +68,16 @@ FROM STDIN;
 -- written by the same (sub)transaction as that last row, so other sessions'
 -- rows in the range are left out. With each recipient's suppression, if any,
 -- and whether the key was purged (its tombstone keeps it taken).
-SELECT o.id, x.reason,
+-- Two joins, each hashed once per batch: the address in clear, or its hash
+-- once forgotten.
+SELECT o.id, coalesce(x.reason, xh.reason),
        EXISTS (SELECT FROM email_key_tombstone t
                WHERE t.key_hash = email_key_hash(o.idempotency_key)) AS purged
 FROM email_outbox o
-LEFT JOIN LATERAL (
-    SELECT reason FROM email_suppression
-    WHERE address IN (lower(o.recipient), email_address_hash(o.recipient))
-      AND (scope = 'all' OR o.priority = 'bulk')
-    LIMIT 1
-) x ON true
+LEFT JOIN email_suppression x
+    ON x.address = lower(o.recipient) AND (x.scope = 'all' OR o.priority = 'bulk')
+LEFT JOIN email_suppression xh
+    ON xh.address = email_address_hash(o.recipient) AND (xh.scope = 'all' OR o.priority = 'bulk')
 WHERE o.id > %(after)s AND o.id <= %(last)s
   AND o.xmin = (SELECT xmin FROM email_outbox WHERE id = %(last)s)
 ORDER BY o.id;
@@ -129,16 +129,15 @@ INSERT INTO email_outbox
      status_reason, template_version, trace_context, sender)
 SELECT s.idempotency_key, s.recipient, s.template, s.params, s.content_hash, s.message_id,
        s.priority,
-       CASE WHEN x.reason IS NULL THEN 'pending' ELSE 'suppressed' END,
-       CASE WHEN x.reason IS NULL THEN 'enqueued' ELSE 'recipient suppressed: ' || x.reason END,
+       CASE WHEN coalesce(x.reason, xh.reason) IS NULL THEN 'pending' ELSE 'suppressed' END,
+       CASE WHEN coalesce(x.reason, xh.reason) IS NULL THEN 'enqueued'
+            ELSE 'recipient suppressed: ' || coalesce(x.reason, xh.reason) END,
        s.template_version, s.trace_context, s.sender
 FROM email_outbox_staging s
-LEFT JOIN LATERAL (
-    SELECT reason FROM email_suppression
-    WHERE address IN (lower(s.recipient), email_address_hash(s.recipient))
-      AND (scope = 'all' OR s.priority = 'bulk')
-    LIMIT 1
-) x ON true
+LEFT JOIN email_suppression x
+    ON x.address = lower(s.recipient) AND (x.scope = 'all' OR s.priority = 'bulk')
+LEFT JOIN email_suppression xh
+    ON xh.address = email_address_hash(s.recipient) AND (xh.scope = 'all' OR s.priority = 'bulk')
 WHERE NOT EXISTS (
     SELECT FROM email_key_tombstone t WHERE t.key_hash = email_key_hash(s.idempotency_key)
 )
