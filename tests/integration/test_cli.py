@@ -34,6 +34,18 @@ def test_migrate_is_idempotent(settings: Settings) -> None:
     assert "schema is up to date" in result.stdout
 
 
+def test_migrate_status_lists_applied_migrations(settings: Settings) -> None:
+    result = outbox(settings, "migrate", "--status", "--json")
+    assert result.returncode == 0, result.stderr
+    states = json.loads(result.stdout)
+    assert states[0]["version"] == 1
+    assert states[0]["name"] == "outbox"
+    assert all(s["applied_at"] for s in states)
+    human = outbox(settings, "migrate", "--status")
+    assert "0007_unsent_age" in human.stdout
+    assert human.stdout.strip().endswith("schema is up to date")
+
+
 def test_status_json(settings: Settings) -> None:
     add_newsletter(settings, 3)
     query(settings, "UPDATE email_outbox SET status = 'dead' WHERE id = 1 RETURNING id")
@@ -169,8 +181,8 @@ def test_requeue(settings: Settings) -> None:
     one = outbox(settings, "requeue", "nl-0")
     assert one.returncode == 0, one.stderr
     assert "requeued 1" in one.stdout
-    assert outbox(settings, "requeue", "--dead").stdout.strip() == "requeued 1 emails"
-    assert outbox(settings, "requeue", "--held").stdout.strip() == "requeued 1 emails"
+    assert outbox(settings, "requeue", "--dead").stdout.strip() == "requeued 1 emails (1 bulk)"
+    assert outbox(settings, "requeue", "--held").stdout.strip() == "requeued 1 emails (1 bulk)"
     assert statuses(settings) == {"pending": 4}
     assert query(settings, "SELECT max(attempts) FROM email_outbox")[0][0] == 0
     reasons = {
