@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 
@@ -250,7 +251,10 @@ def test_sweep_leaves_sending_rows_when_every_process_fell_silent_at_once(
     _sending_of(settings, "w:1", "30 seconds")
     refused = outbox(settings, "sweep", env=QUICK)
     assert refused.returncode == 0, refused.stderr
-    assert "sending rows left alone: no relay or worker has beaten for 30 s" in refused.stderr
+    # 30 s ago when the beat was written; a loaded machine takes a moment to start the CLI.
+    assert re.search(
+        r"sending rows left alone: no relay or worker has beaten for 3\d s", refused.stderr
+    )
     assert "--force" in refused.stderr
     assert "rows of silent worker processes: 0" in refused.stdout
     assert statuses(settings) == {"sending": 2}
