@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
+import datetime as dt
 import io
 import json
 import logging
 import os
+import re
 import signal
 import sys
 import threading
@@ -17,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from outbox import redact
 from outbox.config import Settings, default_settings
-from outbox.errors import OutboxError
+from outbox.errors import OutboxError, SchemaMissing
 from outbox.redact import recipient_tag
 from outbox.telemetry.tracing import trace_id_of
 
@@ -66,12 +69,24 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(args.handler(settings, args) or 0)
     except OutboxError as exc:
-        print(f"outbox: {redact.Redactor.from_settings(settings).text(str(exc))}", file=sys.stderr)
+        # One line: a database error's context (LINE 4: ...) is for a developer's log.
+        said = (str(exc).splitlines() or [type(exc).__name__])[0]
+        print(f"outbox: {redact.Redactor.from_settings(settings).text(said)}", file=sys.stderr)
         return 2
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version  # noqa: PLC0415
+
+    try:
+        return version("outbox-email")
+    except PackageNotFoundError:  # run from a source tree that was never installed
+        return "unknown"
 
 
 def _parser() -> argparse.ArgumentParser:  # noqa: PLR0915 (one statement per command)
     parser = argparse.ArgumentParser(prog="outbox", description=__doc__)
+    parser.add_argument("--version", action="version", version=f"outbox {_version()}")
     commands = parser.add_subparsers(required=True, metavar="COMMAND")
 
     def command(name: str, handler: Any, help_text: str) -> argparse.ArgumentParser:
@@ -79,7 +94,18 @@ def _parser() -> argparse.ArgumentParser:  # noqa: PLR0915 (one statement per co
         sub.set_defaults(handler=handler)
         return sub
 
-    command("migrate", cmd_migrate, "create or update the schema (safe while workers run)")
+    migrate = command(
+        "migrate", cmd_migrate, "create or update the schema (safe while workers run)"
+    )
+    migrate.add_argument("--status", action="store_true", help="list applied and pending ones")
+    migrate.add_argument("--json", action="store_true", help="machine-readable output")
+    migrate.add_argument(
+        "--lock-timeout",
+        type=float,
+        default=0.5,
+        metavar="SECONDS",
+        help="longest wait for a table lock before a pause and a retry (default 0.5)",
+    )
     config = command("config", cmd_config, "the effective settings; `check`: every problem")
     config.add_argument("action", nargs="?", choices=["show", "check"], default="show")
     config.add_argument(
@@ -99,6 +125,7 @@ def _parser() -> argparse.ArgumentParser:  # noqa: PLR0915 (one statement per co
         help="only these priorities (default both); a high-only relay keeps codes fast",
     )
     sweep = command("sweep", cmd_sweep, "return rows stuck in queued or sending, once")
+    sweep.add_argument("--json", action="store_true", help="machine-readable output")
     sweep.add_argument(
         "--force",
         action="store_true",
@@ -108,31 +135,52 @@ def _parser() -> argparse.ArgumentParser:  # noqa: PLR0915 (one statement per co
     status.add_argument("--json", action="store_true", help="machine-readable output")
     show = command("show", cmd_show, "one email with its attempts and status changes")
     which_email = show.add_mutually_exclusive_group(required=True)
-    which_email.add_argument("ref", nargs="?", metavar="KEY|MESSAGE-ID")
+    which_email.add_argument(
+        "ref", nargs="?", metavar="REF", help="key, Message-ID (brackets optional), id, provider id"
+    )
     which_email.add_argument(
         "--to", metavar="ADDRESS", help="the latest emails to ADDRESS (- reads it from stdin)"
     )
-    show.add_argument("--json", action="store_true")
+    show.add_argument("--json", action="store_true", help="one JSON object per email")
     show.add_argument(
         "--reveal",
         action="store_true",
         help="show addresses in reply texts and the recipient in clear (support only)",
     )
     requeue = command("requeue", cmd_requeue, "send failed, dead or held emails again")
-    which = requeue.add_mutually_exclusive_group(required=True)
-    which.add_argument("ref", nargs="?", metavar="KEY|MESSAGE-ID")
-    which.add_argument("--dead", action="store_true", help="every dead email")
-    which.add_argument("--held", action="store_true", help="every held email")
+    requeue.add_argument("ref", nargs="?", metavar="REF", help="one email (as `outbox show`)")
+    requeue.add_argument("--failed", action="store_true", help="failed emails")
+    requeue.add_argument("--dead", action="store_true", help="dead emails")
+    requeue.add_argument("--held", action="store_true", help="held emails")
+    requeue.add_argument("--template", help="only emails of this template")
+    requeue.add_argument("--since", metavar="WHEN", help="only emails enqueued since (2h, 7d, ISO)")
+    requeue.add_argument("--to-domain", metavar="DOMAIN", help="only emails to this domain")
+    requeue.add_argument("--dry-run", action="store_true", help="count them, change nothing")
+    requeue.add_argument("--batch", type=int, default=1000, help=argparse.SUPPRESS)
+    requeue.add_argument("--json", action="store_true", help="machine-readable output")
     suppress = command("suppress", cmd_suppress, "manage the suppression list")
     suppress.add_argument("action", choices=["add", "remove", "list", "check"])
     suppress.add_argument("address", nargs="?")
     suppress.add_argument(
         "--scope", choices=["all", "bulk"], default="all", help="bulk: only newsletters (add)"
     )
-    suppress.add_argument("--reason", default="manual", help="recorded with the entry (add)")
+    suppress.add_argument(
+        "--reason", default="manual", help="add: why, in a word or a line of your own"
+    )
     suppress.add_argument(
         "--reveal", action="store_true", help="list: addresses in clear (support only)"
     )
+    suppress.add_argument("--json", action="store_true", help="list, check: machine-readable")
+    purge = command("purge", cmd_purge, "delete finished emails past retention; keys stay taken")
+    purge.add_argument("--older-than", required=True, metavar="AGE", help="e.g. 30d, 12h")
+    purge.add_argument("--dry-run", action="store_true", help="count them, delete nothing")
+    purge.add_argument("--batch", type=int, default=5000, help=argparse.SUPPRESS)
+    purge.add_argument("--json", action="store_true", help="machine-readable output")
+    forget = command("forget", cmd_forget, "erase an address from every table (erasure request)")
+    forget.add_argument(
+        "address", metavar="ADDRESS", help="the address, or - to read it from stdin"
+    )
+    forget.add_argument("--json", action="store_true", help="machine-readable output")
     bounces = command("bounces", cmd_bounces, "receive, ingest and classify bounces")
     bounces.add_argument("action", choices=["serve", "ingest", "classify", "reprocess"])
     bounces.add_argument("files", nargs="*", metavar="FILE", help="a message file, or - for stdin")
@@ -142,9 +190,13 @@ def _parser() -> argparse.ArgumentParser:  # noqa: PLR0915 (one statement per co
     bounces.add_argument(
         "--reveal", action="store_true", help="classify: recipients in clear (support only)"
     )
+    bounces.add_argument("--json", action="store_true", help="reprocess: machine-readable output")
     demo = command("demo", cmd_demo, "send a login code and a newsletter through the pipeline")
     demo.add_argument("--newsletter", type=int, default=1000, help="newsletter recipients")
     demo.add_argument("--timeout", type=float, default=180.0, help="seconds to wait")
+    demo.add_argument(
+        "--keep", action="store_true", help="keep the demo's schema to look at it afterwards"
+    )
     templates = command("templates", cmd_templates, "compile, check and preview the templates")
     templates.add_argument("action", choices=["check", "preview"])
     templates.add_argument("name", nargs="?", help="preview: the template")
@@ -152,6 +204,7 @@ def _parser() -> argparse.ArgumentParser:  # noqa: PLR0915 (one statement per co
     templates.add_argument("--to", default="recipient@example.com", help="preview: recipient")
     templates.add_argument("--priority", choices=["high", "bulk"], help="preview: priority")
     templates.add_argument("--out", type=Path, default=Path(), help="preview: output folder")
+    templates.add_argument("--json", action="store_true", help="check: machine-readable output")
     api_keys = command("api-keys", cmd_api_keys, "keys of the HTTP API (`outbox web`, /v1/)")
     api_keys.add_argument("action", choices=["create", "list", "revoke"])
     api_keys.add_argument("name", nargs="?", help="create, revoke: the key's name")
@@ -176,13 +229,28 @@ def _parser() -> argparse.ArgumentParser:  # noqa: PLR0915 (one statement per co
 def _connect(settings: Settings) -> store.Conn:
     from outbox.db import store  # noqa: PLC0415
     from outbox.errors import StoreError  # noqa: PLC0415
+    from outbox.preflight import database_url_problem  # noqa: PLC0415
 
+    problem = database_url_problem(settings.database_url)
+    if problem:
+        raise OutboxError(problem)
     try:
         return store.connect(settings.database_url)
     except StoreError as exc:
-        raise OutboxError(
-            f"cannot reach Postgres at DATABASE_URL ({exc.__cause__}); start it or set DATABASE_URL"
-        ) from exc
+        raise OutboxError(connect_failure(str(exc.__cause__))) from exc
+
+
+def connect_failure(said: str) -> str:
+    """What to do about a failed connection, in one line."""
+    said = " ".join(said.split())
+    missing = re.search(r'database "([^"]+)" does not exist', said)
+    if missing:
+        name = missing.group(1)
+        return (
+            f'database "{name}" does not exist on the server DATABASE_URL names: '
+            f"create it (`createdb {name}`), then run `outbox migrate`"
+        )
+    return f"cannot reach Postgres at DATABASE_URL ({said}); start it or set DATABASE_URL"
 
 
 def cmd_config(settings: Settings, args: argparse.Namespace) -> int:
@@ -215,8 +283,42 @@ def cmd_migrate(settings: Settings, args: argparse.Namespace) -> int:
     from outbox.db import store  # noqa: PLC0415
 
     with _connect(settings) as conn:
-        applied = store.migrate(conn)
-    print("applied: " + ", ".join(applied) if applied else "schema is up to date")
+        if args.status:
+            states = store.migration_status(conn)
+        else:
+            applied = store.migrate(
+                conn,
+                lock_timeout=args.lock_timeout,
+                on_wait=lambda label, n: print(
+                    f"{label}: waiting for traffic's locks (try {n})", file=sys.stderr
+                ),
+            )
+    if not args.status:
+        if args.json:
+            print(_json({"applied": applied}))
+        else:
+            print("applied: " + ", ".join(applied) if applied else "schema is up to date")
+        return 0
+    if args.json:
+        print(
+            json.dumps(
+                [
+                    {
+                        "version": m.version,
+                        "name": m.name,
+                        "applied_at": m.applied_at.isoformat() if m.applied_at else None,
+                    }
+                    for m in states
+                ],
+                indent=2,
+            )
+        )
+        return 0
+    for m in states:
+        when = f"applied {m.applied_at:%Y-%m-%d %H:%M:%S}" if m.applied_at else "pending"
+        print(f"{m.version:04d}_{m.name:<32} {when}")
+    pending = sum(1 for m in states if m.applied_at is None)
+    print(f"{pending} pending: run `outbox migrate`" if pending else "schema is up to date")
     return 0
 
 
@@ -233,6 +335,10 @@ def cmd_relay(settings: Settings, args: argparse.Namespace) -> int:
     setup_tracing("outbox-relay")
     quiet_pool_logs()
     stop = _stop_on_signals()
+    if settings.retention_days:
+        from outbox.relay.retention import Retention  # noqa: PLC0415
+
+        Retention(settings, stop).start()
     with store.Pool(
         settings.database_url,
         name="outbox-relay",
@@ -285,6 +391,9 @@ def cmd_sweep(settings: Settings, args: argparse.Namespace) -> int:
             lost=lost,
             sending=not refusal or args.force,
         )
+    if args.json:
+        print(_json({"requeued_lost": swept.requeued, "silent_workers_rows": swept.uncertain or 0}))
+        return 0
     print(
         f"requeued {swept.requeued} queued rows the broker had lost; "
         f"rows of silent worker processes: {swept.uncertain or 0}"
@@ -337,8 +446,12 @@ def cmd_status(settings: Settings, args: argparse.Namespace) -> int:
                 counts = store.status_counts(conn)
                 oldest = store.oldest_unsent(conn)
                 paced = store.paced_pending(conn)
+            except SchemaMissing:
+                raise  # said in one line, with what to do
             except OutboxError:
                 counts, oldest, paced = [], {}, {}
+                with contextlib.suppress(OutboxError):
+                    store.rollback(conn)  # the health checks below need a usable connection
             health = gather(settings, conn)
             with contextlib.suppress(OutboxError):
                 store.rollback(conn)
@@ -351,7 +464,10 @@ def cmd_status(settings: Settings, args: argparse.Namespace) -> int:
         }
         print(json.dumps(report, indent=2))
         return 0 if health.ok else 1
-    print(f"{'status':<10} {'priority':<8} {'count':>10}")
+    if counts:
+        print(f"{'status':<10} {'priority':<8} {'count':>10}")
+    else:
+        print("no email in the outbox yet")
     for status, priority, count in counts:
         print(f"{status:<10} {priority:<8} {count:>10}")
     for priority, age in sorted(oldest.items()):
@@ -402,7 +518,25 @@ def _print_health(health: Any) -> None:
         )
 
 
+def _json(value: Any) -> str:
+    return json.dumps(value, default=_json_value)
+
+
+def _json_value(value: Any) -> Any:
+    if isinstance(value, dt.datetime):
+        return value.isoformat(timespec="milliseconds")
+    return str(value)
+
+
+def _ts(value: dt.datetime | None) -> str:
+    """A timestamp to the millisecond: attempts of one second are told apart."""
+    if value is None:
+        return "-"
+    return f"{value:%Y-%m-%d %H:%M:%S}.{value.microsecond // 1000:03d}"
+
+
 def cmd_show(settings: Settings, args: argparse.Namespace) -> int:
+    from outbox.cli_input import email_ref  # noqa: PLC0415
     from outbox.db import store  # noqa: PLC0415
 
     redactor = redact.Redactor.from_settings(settings)
@@ -416,11 +550,13 @@ def cmd_show(settings: Settings, args: argparse.Namespace) -> int:
                 print(f"no email to {tag}", file=sys.stderr)
                 return 1
         else:
-            row = store.find_message(conn, args.ref)
-            if row is None:
-                print(f"no email with key or Message-ID {args.ref!r}", file=sys.stderr)
+            rows = store.find_messages(conn, email_ref(args.ref))
+            if not rows:
+                print(
+                    f"no email with key, Message-ID, id or provider id {args.ref!r}",
+                    file=sys.stderr,
+                )
                 return 1
-            rows = [row]
         shown = [_email_details(conn, row) for row in rows]
     for index, (row, attempts, events, bounces) in enumerate(shown):
         if not args.reveal:
@@ -429,10 +565,7 @@ def cmd_show(settings: Settings, args: argparse.Namespace) -> int:
         row["trace_id"] = trace_id_of(row.pop("trace_context", None))
         row.pop("params")  # may hold personal data; `outbox show` is for operators' logs too
         if args.json:
-            text = json.dumps(
-                {"email": row, "attempts": attempts, "events": events, "bounces": bounces},
-                default=str,
-            )
+            text = _json({"email": row, "attempts": attempts, "events": events, "bounces": bounces})
         else:
             text = _show_text(row, attempts, events, bounces)
             text = text if index == 0 else "\n" + text
@@ -459,20 +592,23 @@ def _show_text(
     events: list[dict[str, Any]],
     bounces: list[dict[str, Any]],
 ) -> str:
-    lines = [f"{name:>20}: {value}" for name, value in row.items()]
-    lines.append("attempts:")
+    lines = [
+        f"{name:>20}: {_ts(value) if isinstance(value, dt.datetime) else value}"
+        for name, value in row.items()
+    ]
+    lines.append("attempts:" if attempts else "attempts: none yet")
     for a in attempts:
+        # Numbered across requeues; a requeue restarts the try count of the budget.
+        tried = f" (try {a['attempt']} after a requeue)" if a["attempt"] != a["number"] else ""
         lines.append(
-            f"  #{a['attempt']} {a['attempted_at']:%Y-%m-%d %H:%M:%S} {a['verdict']:<9} "
+            f"  #{a['number']}{tried} {_ts(a['attempted_at'])} {a['verdict']:<9} "
             f"via {a['transport'] or '?'} {a['reply_code'] or '-'} "
             f"{a['enhanced_status'] or ''} {a['reply_text'] or ''}"
         )
     lines.append("status changes:")
-    lines.append(f"  {row['created_at']:%Y-%m-%d %H:%M:%S} -> pending (enqueued)")
+    lines.append(f"  {_ts(row['created_at'])} -> pending (enqueued)")
     for e in events:
-        lines.append(
-            f"  {e['at']:%Y-%m-%d %H:%M:%S} {e['from_status']} -> {e['to_status']} ({e['reason']})"
-        )
+        lines.append(f"  {_ts(e['at'])} {e['from_status']} -> {e['to_status']} ({e['reason']})")
     if bounces:
         lines.append("bounce reports:")
     for b in bounces:
@@ -481,25 +617,78 @@ def _show_text(
             for r in b["results"]
         )
         lines.append(
-            f"  #{b['id']} {b['received_at']:%Y-%m-%d %H:%M:%S} {b['source']} "
+            f"  #{b['id']} {_ts(b['received_at'])} {b['source']} "
             f"linked by {b['link']}: {verdicts or 'no verdict'}"
         )
     return "\n".join(lines)
 
 
 def cmd_requeue(settings: Settings, args: argparse.Namespace) -> int:
+    from outbox.cli_input import email_ref, requeue_filter  # noqa: PLC0415
     from outbox.db import store  # noqa: PLC0415
 
+    chosen = args.failed or args.dead or args.held
+    if args.ref and (chosen or args.template or args.since or args.to_domain):
+        raise OutboxError("name one email, or choose with --failed/--dead/--held and filters")
+    if args.ref:
+        with _connect(settings) as conn:
+            if args.dry_run:
+                rows = store.find_messages(conn, email_ref(args.ref))
+                parked = [r for r in rows if r["status"] in ("failed", "dead", "held")]
+                store.rollback(conn)
+                count = len(parked)
+            else:
+                count = len(store.requeue(conn, email_ref(args.ref)))
+                store.commit(conn)
+        if not count:
+            print(
+                f"no failed, dead or held email with key, Message-ID or id {args.ref!r}",
+                file=sys.stderr,
+            )
+            return 1
+        verb = "would requeue" if args.dry_run else "requeued"
+        print(
+            _json({"requeued": count, "dry_run": args.dry_run}) if args.json else f"{verb} 1 email"
+        )
+        return 0
+    selected = requeue_filter(
+        failed=args.failed,
+        dead=args.dead,
+        held=args.held,
+        template=args.template,
+        since=args.since,
+        to_domain=args.to_domain,
+        now=dt.datetime.now(dt.UTC),
+    )
     with _connect(settings) as conn:
-        if args.ref:
-            woken = store.requeue(conn, ref=args.ref)
-        else:
-            woken = store.requeue(conn, status="dead" if args.dead else "held")
-        store.commit(conn)
-    if args.ref and not woken:
-        print(f"no failed, dead or held email with key or Message-ID {args.ref!r}", file=sys.stderr)
-        return 1
-    print(f"requeued {len(woken)} emails")
+        counts = store.requeue_count(conn, selected.params())
+        store.rollback(conn)
+        total = sum(n for _, _, n in counts)
+        if args.dry_run or not total:
+            if args.json:
+                found = [{"status": s, "priority": p, "count": n} for s, p, n in counts]
+                print(_json({"would_requeue": found, "dry_run": args.dry_run}))
+            elif not total:
+                print("no email matches: nothing to requeue")
+            else:
+                for status, priority, count in counts:
+                    print(f"would requeue {count} {status} {priority} emails")
+            return 0
+        progress = None
+        if not args.json and total > args.batch:
+
+            def progress(done: int) -> None:
+                print(f"requeued {done}/{total}", file=sys.stderr, flush=True)
+
+        woken = store.requeue_matching(
+            conn, selected.params(), batch=max(1, args.batch), on_batch=progress
+        )
+    done = sum(woken.values())
+    if args.json:
+        print(_json({"requeued": woken, "dry_run": False}))
+    else:
+        per = ", ".join(f"{n} {p}" for p, n in sorted(woken.items()))
+        print(f"requeued {done} emails ({per})" if done else "no email matches: nothing to requeue")
     return 0
 
 
@@ -509,12 +698,15 @@ def cmd_suppress(settings: Settings, args: argparse.Namespace) -> int:
     if args.action != "list" and not args.address:
         print(f"outbox suppress {args.action} needs an ADDRESS", file=sys.stderr)
         return 2
+    if args.action == "add":
+        from outbox.cli_input import suppression_reason  # noqa: PLC0415
+        from outbox.validate import normalize_address  # noqa: PLC0415
+
+        address = normalize_address(args.address)
+        reason = suppression_reason(args.reason)  # checked before anything is written
     with _connect(settings) as conn:
         if args.action == "add":
-            from outbox.validate import normalize_address  # noqa: PLC0415
-
-            address = normalize_address(args.address)
-            added = store.suppress(conn, address, reason=args.reason, scope=args.scope)
+            added = store.suppress(conn, address, reason=reason, scope=args.scope)
             store.commit(conn)
             print(f"suppressed ({args.scope})" if added else "already suppressed")
         elif args.action == "remove":
@@ -524,13 +716,21 @@ def cmd_suppress(settings: Settings, args: argparse.Namespace) -> int:
             return 0 if removed else 1
         elif args.action == "check":
             found = store.find_suppression(conn, args.address)
+            if args.json:
+                print(_json(None if found is None else _suppression(found, settings, reveal=False)))
+                return 1 if found is None else 0
             if found is None:
                 print("not suppressed")
                 return 1
-            since = f"{found.created_at:%Y-%m-%d %H:%M}"
-            print(f"suppressed ({found.scope}): {found.reason} since {since}")
+            print(f"suppressed ({found.scope}): {found.reason} since {_ts(found.created_at)}")
         else:
-            for entry in store.list_suppressions(conn):
+            entries = store.list_suppressions(conn)
+            if args.json:
+                print(_json([_suppression(e, settings, reveal=args.reveal) for e in entries]))
+                return 0
+            if not entries:
+                print("no address is suppressed")
+            for entry in entries:
                 shown = (
                     entry.address
                     if args.reveal
@@ -585,6 +785,74 @@ def cmd_api_keys(settings: Settings, args: argparse.Namespace) -> int:
     return 0
 
 
+def _suppression(entry: Any, settings: Settings, *, reveal: bool) -> dict[str, Any]:
+    return {
+        "address": entry.address
+        if reveal
+        else recipient_tag(entry.address, secret=settings.secret),
+        "scope": entry.scope,
+        "reason": entry.reason,
+        "since": entry.created_at,
+    }
+
+
+def cmd_purge(settings: Settings, args: argparse.Namespace) -> int:
+    from outbox.cli_input import parse_duration  # noqa: PLC0415
+    from outbox.db import store  # noqa: PLC0415
+
+    before = dt.datetime.now(dt.UTC) - parse_duration(args.older_than)
+    with _connect(settings) as conn:
+        if args.dry_run:
+            count = store.purge_count(conn, before=before)
+            store.rollback(conn)
+            if args.json:
+                print(_json({"would_purge": count, "before": before, "dry_run": True}))
+            else:
+                print(f"would purge {count} finished emails last changed before {_ts(before)}")
+            return 0
+
+        def progress(done: store.Purged) -> None:
+            if not args.json:
+                print(f"purged {done.emails} emails so far", file=sys.stderr, flush=True)
+
+        purged = store.purge(conn, before=before, batch=max(1, args.batch), on_batch=progress)
+    if args.json:
+        print(_json({**dataclasses.asdict(purged), "before": before, "dry_run": False}))
+    elif not purged.emails:
+        print(f"no finished email last changed before {_ts(before)}: nothing to purge")
+    else:
+        print(
+            f"purged {purged.emails} emails, {purged.attempts} attempts, {purged.events} events,"
+            f" {purged.bounces} bounce reports; their keys stay taken"
+        )
+    return 0
+
+
+def cmd_forget(settings: Settings, args: argparse.Namespace) -> int:
+    from outbox.cli_input import erasure_pattern  # noqa: PLC0415
+    from outbox.db import store  # noqa: PLC0415
+
+    # "-" reads it from stdin, so the address is not even in the shell history.
+    address = sys.stdin.readline().strip() if args.address == "-" else args.address.strip()
+    pattern = erasure_pattern(address)
+    tag = recipient_tag(address, secret=settings.secret)
+    with _connect(settings) as conn:
+        forgotten = store.forget(conn, address, pattern=pattern)
+        store.commit(conn)
+    if args.json:
+        print(_json({"address": tag, **dataclasses.asdict(forgotten)}))
+        return 0
+    if not (forgotten.emails or forgotten.bounces or forgotten.suppression_kept):
+        print(f"nothing held about {tag}")
+        return 0
+    kept = "; still suppressed, by its keyed hash" if forgotten.suppression_kept else ""
+    print(
+        f"erased {tag} from {forgotten.emails} emails, {forgotten.attempts} attempts,"
+        f" {forgotten.events} events and {forgotten.bounces} bounce reports{kept}"
+    )
+    return 0
+
+
 def cmd_bounces(settings: Settings, args: argparse.Namespace) -> int:
     if args.action == "classify":
         from outbox.bounces.command import classify_command  # noqa: PLC0415
@@ -608,7 +876,10 @@ def cmd_bounces(settings: Settings, args: argparse.Namespace) -> int:
 
     with _connect(settings) as conn:
         if args.action == "reprocess":
-            print(f"processed {feedback.process_pending(conn, settings)} bounces")
+            processed = feedback.process_pending(conn, settings)
+            print(
+                _json({"processed": processed}) if args.json else f"processed {processed} bounces"
+            )
             return 0
         for path in args.files or ["-"]:
             raw = sys.stdin.buffer.read() if path == "-" else Path(path).read_bytes()
@@ -645,7 +916,7 @@ def _stop_on_signals() -> threading.Event:
 def cmd_demo(settings: Settings, args: argparse.Namespace) -> int:
     from outbox.testing.demo import run_demo  # noqa: PLC0415
 
-    return run_demo(settings, newsletter=args.newsletter, timeout=args.timeout)
+    return run_demo(settings, newsletter=args.newsletter, timeout=args.timeout, keep=args.keep)
 
 
 def cmd_templates(settings: Settings, args: argparse.Namespace) -> int:
@@ -653,7 +924,20 @@ def cmd_templates(settings: Settings, args: argparse.Namespace) -> int:
 
     if args.action == "check":
         failed = 0
-        for checked in template_tools.check(settings):
+        checked_all = list(template_tools.check(settings))
+        if args.json:
+            print(
+                _json(
+                    [
+                        {"name": c.name, "version": c.version, "problem": c.problem}
+                        for c in checked_all
+                    ]
+                )
+            )
+            return 1 if any(c.problem for c in checked_all) else 0
+        if not checked_all:
+            print("no template found")
+        for checked in checked_all:
             if checked.problem:
                 failed += 1
                 print(f"FAIL {checked.name}: {checked.problem}")
@@ -683,7 +967,19 @@ def cmd_web(settings: Settings, args: argparse.Namespace) -> int:
     from outbox.web.server import serve  # noqa: PLC0415
 
     setup_tracing("outbox-web")
-    serve(settings, args.host, args.port, _stop_on_signals())
+    if not settings.metrics_auth:
+        serve(settings, args.host, args.port, _stop_on_signals())
+        return 0
+    # One port per app on Heroku-like hosts: the exporter rides along at /metrics
+    # (the database's figures; the pace per receiver, read from Redis, stays with
+    # `outbox metrics`).
+    from outbox.telemetry.metrics_server import metrics_registry  # noqa: PLC0415
+
+    registry, collector = metrics_registry(settings.database_url)
+    try:
+        serve(settings, args.host, args.port, _stop_on_signals(), registry)
+    finally:
+        collector.close()
     return 0
 
 

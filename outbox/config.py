@@ -107,6 +107,9 @@ class Settings:
     web_pool_size: int = 16  # Postgres connections of `outbox web` (requests committing at once)
     api_rate: float = 100.0  # HTTP API requests per second per key, per `outbox web` process
     api_burst: int = 200  # requests a key may make at once before the rate applies
+    retention_days: int = 0  # the relay purges finished emails older than this, daily; 0: never
+    metrics_auth: str = ""  # `outbox web` serves /metrics: user:password (basic) or a token
+    db_pool_max: int = 16  # connections at most in each worker process's pool
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
@@ -148,6 +151,7 @@ class Settings:
             "web_backlog",
             "api_burst",
             "web_pool_size",
+            "db_pool_max",
         ):
             if getattr(self, name) < 1:
                 raise ConfigError(f"OUTBOX_{name.upper()} must be at least 1")
@@ -175,6 +179,8 @@ class Settings:
             raise ConfigError("OUTBOX_WEB_TIMEOUT must be above 0")
         if self.api_rate <= 0:
             raise ConfigError("OUTBOX_API_RATE must be above 0")
+        if self.retention_days < 0:
+            raise ConfigError("OUTBOX_RETENTION_DAYS must be 0 (keep everything) or more")
         if self.smtp_plaintext_auth not in {"never", "loopback"}:
             raise ConfigError("OUTBOX_SMTP_PLAINTEXT_AUTH must be never or loopback")
         _check_sender(self.sender)

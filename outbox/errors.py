@@ -15,7 +15,8 @@
     │   └── IdempotencyConflict  the key exists with different content
     ├── StoreError               the database failed (the driver's error is the __cause__)
     │   ├── PoolExhausted        no connection from the pool in time
-    │   └── DuplicateKey         a unique index refused a row (enqueue_many's COPY goes another way)
+    │   ├── DuplicateKey         a unique index refused a row (enqueue_many's COPY goes another way)
+    │   └── SchemaMissing        the tables are missing or older than this version
     ├── BrokerError              the message broker failed (its error is the __cause__)
     ├── TemplateError            a template could not be rendered
     ├── TransportError           a transport is misconfigured (a refused send is a reply)
@@ -86,6 +87,10 @@ class PoolExhausted(StoreError):
 
 class DuplicateKey(StoreError):
     """A unique index refused a row."""
+
+
+class SchemaMissing(StoreError):
+    """The database has no Outbox tables, or older ones: run `outbox migrate`."""
 
 
 class BrokerError(OutboxError):

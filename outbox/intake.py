@@ -285,7 +285,7 @@ def _one_plan(row: _Row, template: Template, database: object) -> Plan[tuple[Any
     if not found:
         # The key exists: a new statement sees it, even when another transaction
         # inserted it after the insert's snapshot (ON CONFLICT waited for it).
-        found = yield statement.find_by_key(row.key)
+        found = yield statement.find_by_key(row.key, row.content_hash)
     if not found:
         raise StoreError(f"idempotency key {row.key!r} neither inserted nor found")
     # After the row, as enqueue_many does: transactions that wait on each other's
@@ -312,8 +312,9 @@ def _many_plan(
 def _copy_plan(rows: Iterator[_Row], written: list[_Row]) -> Plan[list[Written] | None]:
     """The common case, keys never seen: one COPY straight into the outbox, in a savepoint.
 
-    A known key makes the COPY fail on the unique index: the savepoint is
-    rolled back and None says to take the multi-row insert instead.
+    A known key makes the COPY fail on the unique index, and a purged key
+    (its tombstone) is found right after it: the savepoint is rolled back and
+    None says to take the multi-row insert instead.
     """
 
     def tracked() -> Iterator[tuple[Any, ...]]:
@@ -332,7 +333,11 @@ def _copy_plan(rows: Iterator[_Row], written: list[_Row]) -> Plan[list[Written] 
         copied = yield statement.copied_rows(mark, last[0][0] if last else 0)
         if len(copied) != len(written):
             raise StoreError(f"copied {len(written)} rows but found {len(copied)}")
-        suppressed = [(id_, reason) for id_, reason in copied if reason]
+        if any(purged for _, _, purged in copied):
+            # A purged key is a taken key, yet its row is gone, so the COPY took
+            # it: undone, and the multi-row insert answers with its tombstone.
+            raise DuplicateKey("an idempotency key of the batch was taken by a purged email")
+        suppressed = [(id_, reason) for id_, reason, _ in copied if reason]
         if suppressed:
             ids, reasons = zip(*suppressed, strict=True)
             yield statement.suppress_copied(ids, reasons)
@@ -347,7 +352,7 @@ def _copy_plan(rows: Iterator[_Row], written: list[_Row]) -> Plan[list[Written] 
     yield statement.RELEASE_SAVEPOINT
     return [
         (row.key, id_, row.message_id, True, "suppressed" if reason else "pending")
-        for row, (id_, reason) in zip(written, copied, strict=True)
+        for row, (id_, reason, _) in zip(written, copied, strict=True)
     ]
 
 
@@ -364,7 +369,8 @@ def _insert_rows_plan(rows: list[_Row]) -> Plan[list[Written]]:
     if late:  # inserted by a concurrent transaction after this statement's snapshot
         hashes = {row.key: row.content_hash for row in rows}
         stored = {k: (i, m, s, h) for k, i, m, s, h in (yield statement.existing_keys(late))}
-        changed = [k for k in late if k in stored and stored[k][3] != hashes[k]]
+        # A tombstone keeps the first 16 hex digits of the hash: a prefix of the same content's.
+        changed = [k for k in late if k in stored and not hashes[k].startswith(stored[k][3])]
         if changed:
             raise IdempotencyConflict(
                 "keys used meanwhile for emails with different content: " + ", ".join(changed[:5])

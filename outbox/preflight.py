@@ -16,6 +16,7 @@ is not a readable directory.
 from __future__ import annotations
 
 import os
+import re
 import sys
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, fields
@@ -57,6 +58,9 @@ READERS: dict[str, frozenset[str]] = {
     "web_pool_size": frozenset({"web"}),
     "api_rate": frozenset({"web"}),
     "api_burst": frozenset({"web"}),
+    "retention_days": frozenset({"relay"}),
+    "metrics_auth": frozenset({"web"}),
+    "db_pool_max": frozenset({"worker"}),
     "soft_bounce_limit": frozenset({"web", "bounces"}),
     "bounce_host": frozenset({"bounces"}),
     "bounce_port": frozenset({"bounces"}),
@@ -94,6 +98,7 @@ SECRETS = frozenset(
         "dkim_private_key",
         "postmark_webhook_auth",
         "resend_webhook_secret",
+        "metrics_auth",
     }
 )
 _URLS = frozenset(
@@ -190,16 +195,35 @@ def _exit(process: str, lines: list[str]) -> None:
     raise SystemExit(2)
 
 
-def _database_url(settings: Settings) -> None:
-    url = settings.database_url
+_DATABASE_URL_FORM = "postgresql://USER:PASSWORD@HOST:5432/DATABASE, or libpq key=value pairs"
+
+
+def database_url_problem(url: str) -> str | None:
+    """Why ``url`` is not a connection string libpq can read, in one line; None if it is.
+
+    libpq's own complaint quotes the part it choked on, which may be the
+    password: quoted parts are left out.
+    """
     if "://" in url:
         scheme = url.split("://", 1)[0]
         if scheme not in {"postgresql", "postgres"}:
-            raise ConfigError(
-                "DATABASE_URL must be a postgresql:// URL (or a libpq key=value string)"
-            )
+            return f"DATABASE_URL must be a postgresql:// URL ({_DATABASE_URL_FORM})"
     elif "=" not in url:
-        raise ConfigError("DATABASE_URL must be a postgresql:// URL (or a libpq key=value string)")
+        return f"DATABASE_URL must be a postgresql:// URL ({_DATABASE_URL_FORM})"
+    # Commands that need no database do not load the driver.
+    from outbox.db.store import conninfo_problem  # noqa: PLC0415
+
+    said = conninfo_problem(url)
+    if said is None:
+        return None
+    said = re.sub(r'"[^"]*"', "…", " ".join(said.split()))
+    return f"DATABASE_URL is malformed ({said}); expected {_DATABASE_URL_FORM}"
+
+
+def _database_url(settings: Settings) -> None:
+    problem = database_url_problem(settings.database_url)
+    if problem:
+        raise ConfigError(problem)
 
 
 def _broker_url(settings: Settings) -> None:
@@ -290,6 +314,22 @@ def _webhooks(settings: Settings) -> None:
         raise ConfigError("OUTBOX_POSTMARK_WEBHOOK_AUTH must be user:password")
     if settings.resend_webhook_secret and not settings.resend_webhook_secret.startswith("whsec_"):
         raise ConfigError("OUTBOX_RESEND_WEBHOOK_SECRET must be the whsec_… signing secret")
+    _metrics_auth(settings.metrics_auth)
+
+
+def _metrics_auth(auth: str) -> None:
+    """A scrape credential an outsider cannot guess: /metrics tells how much mail flows."""
+    if not auth:
+        return
+    if ":" in auth:
+        user, _, password = auth.partition(":")
+        if not user or len(password) < 16:
+            raise ConfigError(
+                "OUTBOX_METRICS_AUTH must be user:password with a password of 16 characters"
+                " or more, or a bearer token of 32 or more"
+            )
+    elif len(auth) < 32:
+        raise ConfigError("OUTBOX_METRICS_AUTH as a bearer token needs 32 characters or more")
 
 
 _CHECKS: dict[str, tuple[Callable[[Settings], None], ...]] = {

@@ -116,8 +116,9 @@ def insert_message(columns: Sequence[Column], values: Mapping[str, Any]) -> Stat
     return Statement(_filled(queries["insert_message"], tuple(columns)), values)
 
 
-def find_by_key(key: str) -> Statement:
-    return Statement(queries["find_by_key"], {"key": key})
+def find_by_key(key: str, content_hash: str) -> Statement:
+    """The stored row of ``key``, or its tombstone (``content_hash`` is compared to its prefix)."""
+    return Statement(queries["find_by_key"], {"key": key, "content_hash": content_hash})
 
 
 def insert_rows(columns: Sequence[Column], rows: Iterable[Sequence[Any]]) -> Statement:

@@ -2,8 +2,10 @@
 errors become StoreError here (and, for enqueue on an application's
 connection of any driver, in :mod:`outbox.db.executors`).
 
-Functions take a connection and never commit, except :func:`migrate`; the
-caller owns the transaction.
+Functions take a connection and never commit, except :func:`migrate` and the
+batched maintenance functions (:func:`requeue_matching`, :func:`purge`), which commit after
+each bounded batch so that no lock is held long; otherwise the caller owns the
+transaction.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import datetime as dt
+import functools
 import logging
 import threading
 import time
@@ -26,8 +29,9 @@ from psycopg.rows import dict_row, tuple_row
 from psycopg_pool import ConnectionPool, PoolTimeout
 
 from outbox.db.sql import migrations, queries
+from outbox.db.sql.statements import Migration, concurrent_index_name, is_concurrent
 from outbox.delivery.breaker import BreakerState
-from outbox.errors import DuplicateKey, PoolExhausted, StoreError
+from outbox.errors import DuplicateKey, PoolExhausted, SchemaMissing, StoreError
 
 Conn = psycopg.Connection[Any]
 _log = logging.getLogger(__name__)
@@ -36,10 +40,24 @@ _log = logging.getLogger(__name__)
 _MIGRATION_LOCK = 0x0B0C5
 
 
+# What a statement meets on a database that was never migrated, or migrated
+# by an older version: a table, column or function it names is not there.
+_SCHEMA_MISSING = (
+    psycopg.errors.UndefinedTable,
+    psycopg.errors.UndefinedColumn,
+    psycopg.errors.UndefinedFunction,
+)
+
+
 @contextlib.contextmanager
 def translate_errors() -> Iterator[None]:
     try:
         yield
+    except _SCHEMA_MISSING as exc:
+        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise SchemaMissing(
+            f"the database has no Outbox tables or older ones ({first}): run `outbox migrate`"
+        ) from exc
     except psycopg.Error as exc:
         raise StoreError(f"database error: {exc}") from exc
 
@@ -245,34 +263,177 @@ class AttemptRecord:
     reply_text: str | None
     duration_ms: float
     transport: str | None = None  # the transport that carried it (smtp, postmark...)
+    suppress: bool = False  # refused at RCPT TO as non-existent: suppress the recipient
 
 
-def migrate(conn: Conn) -> list[str]:
-    """Apply the migrations not yet applied, each in its own transaction."""
+@dataclass(frozen=True, slots=True)
+class MigrationState:
+    version: int
+    name: str
+    applied_at: dt.datetime | None  # None: pending
+
+
+def migrate(
+    conn: Conn,
+    *,
+    lock_timeout: float = 0.5,
+    retries: int = 60,
+    upto: int | None = None,
+    on_wait: Callable[[str, int], None] | None = None,
+) -> list[str]:
+    """Apply the migrations not yet applied (up to ``upto``); the applied ones' labels.
+
+    A statement that needs a lock waits at most ``lock_timeout`` seconds for it:
+    a lock request queued behind a long transaction would otherwise hold up
+    every enqueue queued behind it. On a timeout the statement (for a
+    transactional migration, the whole file) is tried again after a pause,
+    ``retries`` times, and ``on_wait(label, try)`` is told. Concurrent runs wait
+    for each other (a session advisory lock).
+    """
     applied: list[str] = []
+    autocommit = conn.autocommit
     with translate_errors():
-        conn.execute(
-            "CREATE TABLE IF NOT EXISTS outbox_schema_migration ("
-            " version integer PRIMARY KEY, name text NOT NULL,"
-            " applied_at timestamptz NOT NULL DEFAULT now())"
-        )
-        conn.commit()
-        for version, name, sql in migrations():
-            with conn.transaction():
-                conn.execute("SELECT pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK,))
-                done = conn.execute(
-                    "SELECT 1 FROM outbox_schema_migration WHERE version = %s", (version,)
-                ).fetchone()
-                if done:
-                    continue
-                conn.execute(sql.encode("utf-8"))
-                conn.execute(
-                    "INSERT INTO outbox_schema_migration (version, name) VALUES (%s, %s)",
-                    (version, name),
-                )
-                applied.append(f"{version:04d}_{name}")
-        conn.commit()
+        if conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
+            conn.rollback()
+        conn.autocommit = True  # each migration (or statement) owns its transaction
+        try:
+            wait = f"{max(1, int(lock_timeout * 1000))}ms"
+            _set_lock_timeout(conn, wait)
+            _retry_locked(
+                conn,
+                "outbox_schema_migration",
+                lambda: conn.execute(
+                    "CREATE TABLE IF NOT EXISTS outbox_schema_migration ("
+                    " version integer PRIMARY KEY, name text NOT NULL,"
+                    " applied_at timestamptz NOT NULL DEFAULT now())"
+                ),
+                retries,
+                on_wait,
+            )
+            conn.execute("SELECT pg_advisory_lock(%s)", (_MIGRATION_LOCK,))
+            try:
+                done = {v for (v,) in conn.execute("SELECT version FROM outbox_schema_migration")}
+                for migration in migrations():
+                    if migration.version in done or (upto is not None and migration.version > upto):
+                        continue
+                    _apply(conn, migration, wait, retries, on_wait)
+                    applied.append(migration.label)
+            finally:
+                conn.execute("SELECT pg_advisory_unlock(%s)", (_MIGRATION_LOCK,))
+                conn.execute("RESET lock_timeout")
+        finally:
+            if not conn.closed:
+                conn.autocommit = autocommit
     return applied
+
+
+def _apply(
+    conn: Conn,
+    migration: Migration,
+    wait: str,
+    retries: int,
+    on_wait: Callable[[str, int], None] | None,
+) -> None:
+    record = (
+        "INSERT INTO outbox_schema_migration (version, name) VALUES (%s, %s)",
+        (migration.version, migration.name),
+    )
+    if migration.transactional:
+
+        def whole_file() -> None:
+            with conn.transaction():
+                conn.execute(migration.sql.encode("utf-8"))
+                conn.execute(*record)
+
+        _retry_locked(conn, migration.label, whole_file, retries, on_wait)
+        return
+    for statement in migration.statements():
+        if is_concurrent(statement):
+            _run_concurrently(conn, statement, wait)
+        else:
+            _retry_locked(
+                conn,
+                migration.label,
+                functools.partial(conn.execute, statement.encode("utf-8")),
+                retries,
+                on_wait,
+            )
+    conn.execute(*record)
+
+
+def _set_lock_timeout(conn: Conn, value: str) -> None:
+    conn.execute("SELECT set_config('lock_timeout', %s, false)", (value,))
+
+
+def _run_concurrently(conn: Conn, statement: str, wait: str) -> None:
+    """A CONCURRENTLY build or drop, which lets reads and writes through while it runs.
+
+    It waits for the transactions running when it starts, however long: a
+    timeout there would throw a half-built index away for nothing.
+    """
+    index = concurrent_index_name(statement)
+    if index is not None:
+        _drop_invalid_index(conn, index)
+    _set_lock_timeout(conn, "0")
+    try:
+        conn.execute(statement.encode("utf-8"))
+    finally:
+        _set_lock_timeout(conn, wait)
+
+
+def _drop_invalid_index(conn: Conn, name: str) -> None:
+    """Drop ``name`` when an interrupted concurrent build left it INVALID."""
+    invalid = conn.execute(
+        "SELECT 1 FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid"
+        " WHERE c.relname = %s AND c.relnamespace = current_schema()::regnamespace"
+        " AND NOT i.indisvalid",
+        (name,),
+    ).fetchone()
+    if invalid:
+        _log.warning("index %s was left invalid by an interrupted build: rebuilding it", name)
+        conn.execute(
+            psycopg.sql.SQL("DROP INDEX CONCURRENTLY IF EXISTS {}").format(
+                psycopg.sql.Identifier(name)
+            )
+        )
+
+
+def _retry_locked(
+    conn: Conn,
+    label: str,
+    step: Callable[[], object],
+    retries: int,
+    on_wait: Callable[[str, int], None] | None,
+) -> None:
+    for attempt in range(1, retries + 2):
+        try:
+            step()
+            return
+        except psycopg.errors.LockNotAvailable as exc:
+            if attempt > retries:
+                raise StoreError(
+                    f"migration {label} could not take its lock in {attempt} tries: a long"
+                    " transaction holds the table; run `outbox migrate` again when it ends"
+                ) from exc
+            if on_wait is not None:
+                on_wait(label, attempt)
+            _log.info("migration %s waits for a lock (try %d): traffic goes first", label, attempt)
+            # Short pauses at first, then up to 5 s: traffic's own locks are brief.
+            time.sleep(min(5.0, 0.1 * 2 ** min(attempt, 6)))
+
+
+def migration_status(conn: Conn) -> list[MigrationState]:
+    """Every migration, applied (with when) or pending, in order."""
+    with translate_errors():
+        exists = conn.execute(
+            "SELECT to_regclass('outbox_schema_migration') IS NOT NULL"
+        ).fetchone()
+        applied: dict[int, dt.datetime] = {}
+        if exists and exists[0]:
+            applied = dict(
+                conn.execute("SELECT version, applied_at FROM outbox_schema_migration").fetchall()
+            )
+    return [MigrationState(m.version, m.name, applied.get(m.version)) for m in migrations()]
 
 
 def count_in_flight(conn: Conn, priority: str) -> int:
@@ -400,9 +561,10 @@ def oldest_unsent(conn: Conn) -> dict[str, float]:
         return {r[0]: float(r[1]) for r in conn.execute(queries["oldest_unsent"]).fetchall()}
 
 
-def find_message(conn: Conn, ref: str) -> dict[str, Any] | None:
+def find_messages(conn: Conn, ref: dict[str, Any]) -> list[dict[str, Any]]:
+    """The rows ``ref`` (:func:`outbox.cli_input.email_ref`) names, oldest first."""
     with translate_errors(), conn.cursor(row_factory=dict_row) as cur:
-        return cur.execute(queries["find_message"], {"ref": ref}).fetchone()
+        return cur.execute(queries["find_message"], ref).fetchall()
 
 
 def list_attempts(conn: Conn, outbox_id: int) -> list[dict[str, Any]]:
@@ -427,16 +589,50 @@ def list_bounces(conn: Conn, outbox_id: int) -> list[dict[str, Any]]:
     return rows
 
 
-def requeue(conn: Conn, *, ref: str | None = None, status: str | None = None) -> list[str]:
-    """Send parked rows again; returns the priorities woken, one per row."""
+def requeue(conn: Conn, ref: dict[str, Any]) -> list[str]:
+    """Send the parked rows ``ref`` names again; the priorities woken, one per row."""
     with translate_errors():
-        if ref is not None:
-            rows = conn.execute(queries["requeue_key"], {"ref": ref}).fetchall()
-        else:
-            rows = conn.execute(queries["requeue_status"], {"status": status}).fetchall()
+        rows = conn.execute(queries["requeue_key"], ref).fetchall()
         for priority in sorted({r[1] for r in rows}):
             conn.execute(queries["notify_due"], {"priority": priority})
     return [r[1] for r in rows]
+
+
+def requeue_count(conn: Conn, selected: dict[str, Any]) -> list[tuple[str, str, int]]:
+    """(status, priority, count) of the parked rows a filter's ``params()`` selects."""
+    with translate_errors():
+        rows = conn.execute(queries["requeue_count"], selected).fetchall()
+    return [(r[0], r[1], int(r[2])) for r in rows]
+
+
+def requeue_matching(
+    conn: Conn,
+    selected: dict[str, Any],
+    *,
+    batch: int = 1000,
+    on_batch: Callable[[int], None] | None = None,
+) -> dict[str, int]:
+    """Send every parked row a filter's ``params()`` selects again; rows per priority.
+
+    Commits after each batch of ``batch`` rows, so no lock outlives a batch and
+    an interrupted run keeps what it did; ``on_batch(done so far)`` follows
+    each commit.
+    """
+    woken: dict[str, int] = {}
+    with translate_errors():
+        started = conn.execute("SELECT clock_timestamp()").fetchone()
+        conn.commit()
+        args = {**selected, "started": started[0] if started else None, "limit": batch}
+        while True:
+            rows = conn.execute(queries["requeue_batch"], args).fetchall()
+            for priority in sorted({r[1] for r in rows}):
+                conn.execute(queries["notify_due"], {"priority": priority})
+                woken[priority] = woken.get(priority, 0) + sum(1 for r in rows if r[1] == priority)
+            conn.commit()
+            if on_batch is not None and rows:
+                on_batch(sum(woken.values()))
+            if len(rows) < batch:
+                return woken
 
 
 def status_counts_by_prefix(conn: Conn, prefix: str) -> list[tuple[str, str, int]]:
@@ -944,3 +1140,133 @@ def api_email(
 ) -> dict[str, Any] | None:
     with translate_errors(), conn.cursor(row_factory=dict_row) as cur:
         return cur.execute(queries["api_email"], {"id": id_, "key": key}).fetchone()
+
+
+@dataclass(frozen=True, slots=True)
+class Purged:
+    emails: int
+    attempts: int
+    events: int
+    bounces: int
+
+
+# Serialises the retention of every relay: one of them purges at a time.
+RETENTION_LOCK = 0x0B0C6
+
+
+def purge(
+    conn: Conn,
+    *,
+    before: dt.datetime,
+    batch: int = 5000,
+    on_batch: Callable[[Purged], None] | None = None,
+) -> Purged:
+    """Delete finished emails whose last change is older than ``before``.
+
+    Attempts, events and bounce reports go with them; every idempotency key
+    stays taken (a tombstone). Each batch of ``batch`` rows is its own
+    transaction, so no lock is held long and an interrupted purge keeps what
+    it did; ``on_batch(total so far)`` follows each commit.
+    """
+    total = Purged(0, 0, 0, 0)
+    after = 0
+    with translate_errors():
+        while True:
+            row = conn.execute(
+                queries["purge_batch"], {"after": after, "before": before, "limit": batch}
+            ).fetchone()
+            conn.commit()
+            emails, last, attempts, events, bounces = row if row else (0, None, 0, 0, 0)
+            total = Purged(
+                total.emails + emails,
+                total.attempts + attempts,
+                total.events + events,
+                total.bounces + bounces,
+            )
+            if on_batch is not None and emails:
+                on_batch(total)
+            # A short batch was the last: nothing older is left (but rows held meanwhile).
+            if last is None or emails < batch:
+                return total
+            after = int(last)
+
+
+def purge_count(conn: Conn, *, before: dt.datetime) -> int:
+    with translate_errors():
+        row = conn.execute(queries["purge_count"], {"before": before}).fetchone()
+    return int(row[0]) if row else 0
+
+
+@contextlib.contextmanager
+def retention_lock(conn: Conn) -> Iterator[bool]:
+    """Whether this session took the retention lock (held for the block)."""
+    with translate_errors():
+        row = conn.execute(queries["retention_lock"], {"lock": RETENTION_LOCK}).fetchone()
+        conn.commit()
+    taken = bool(row and row[0])
+    try:
+        yield taken
+    finally:
+        if taken and not conn.closed:
+            with translate_errors():
+                conn.rollback()
+                conn.execute(queries["retention_unlock"], {"lock": RETENTION_LOCK})
+                conn.commit()
+
+
+@dataclass(frozen=True, slots=True)
+class Forgotten:
+    emails: int
+    attempts: int
+    events: int
+    bounces: int
+    suppression_kept: bool  # the address was suppressed: its keyed hash still is
+
+
+def forget(conn: Conn, address: str, *, pattern: str) -> Forgotten:
+    """Erase ``address`` from every table; ``pattern`` matches it in texts (a regex)."""
+    args = {"address": address, "pattern": pattern}
+    with translate_errors():
+        ids = [r[0] for r in conn.execute(queries["forget_rows"], args).fetchall()]
+        found = conn.execute(queries["forget_history"], {**args, "ids": ids}).fetchone()
+        hashed = conn.execute(queries["forget_suppression"], args).fetchone() is not None
+        plain = conn.execute(queries["forget_suppression_plain"], args).fetchone() is not None
+    attempts, events, bounces = found if found else (0, 0, 0)
+    return Forgotten(len(ids), attempts, events, bounces, hashed or plain)
+
+
+def storage_bytes(conn: Conn) -> dict[str, int]:
+    """The bytes each outbox table takes, indexes and TOAST included."""
+    with translate_errors():
+        return {str(r[0]): int(r[1]) for r in conn.execute(queries["storage_bytes"]).fetchall()}
+
+
+def conninfo_problem(url: str) -> str | None:
+    """libpq's complaint about ``url`` as a connection string; None when it reads it."""
+    try:
+        psycopg.conninfo.conninfo_to_dict(url)
+    except psycopg.Error as exc:
+        return str(exc)
+    return None
+
+
+def schema_url(url: str, schema: str) -> str:
+    """``url`` whose sessions use ``schema`` first (libpq's ``options``), as key=value pairs."""
+    return psycopg.conninfo.make_conninfo(url, options=f"-c search_path={schema}")
+
+
+def create_schema(conn: Conn, schema: str) -> None:
+    with translate_errors():
+        conn.execute(psycopg.sql.SQL("CREATE SCHEMA {}").format(psycopg.sql.Identifier(schema)))
+        conn.commit()
+
+
+def drop_schema(conn: Conn, schema: str) -> None:
+    """Drop ``schema`` and everything in it."""
+    with translate_errors():
+        conn.execute(
+            psycopg.sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(
+                psycopg.sql.Identifier(schema)
+            )
+        )
+        conn.commit()

@@ -35,6 +35,27 @@ _GREYLIST = re.compile(
 _TOO_MANY_RECIPIENTS = re.compile(r"too many recipients", re.IGNORECASE)
 
 
+# RFC 3463 section 3.2: the address does not exist (X.1.1 bad mailbox, X.1.2 bad
+# system, X.1.3 bad syntax, X.1.6 moved with no forwarding address) or cannot
+# receive mail at all (X.1.10, RFC 7505 null MX). A policy refusal (X.7.x), a
+# full mailbox (X.2.2) or a disabled one (X.2.1, sometimes only for a while)
+# says nothing about the address.
+_NO_SUCH_ADDRESS = frozenset({"1.1", "1.2", "1.3", "1.6", "1.10"})
+
+
+def refuses_address(reply: Reply) -> bool:
+    """A 5yz to RCPT TO saying the address does not exist: final, as a hard bounce is.
+
+    Said by the receiving server in our own session, so no one else can make
+    it up; the address is suppressed as a hard bounce's would be
+    (:mod:`outbox.feedback.policy`).
+    """
+    if reply.stage is not Stage.RCPT or reply.code is None or not 500 <= reply.code < 600:
+        return False
+    status = enhanced_status(reply.text)
+    return status is not None and status.startswith("5.") and status[2:] in _NO_SUCH_ADDRESS
+
+
 def enhanced_status(text: str) -> str | None:
     """The RFC 3463 code that opens a reply text, e.g. ``"5.1.1"``."""
     match = _ENHANCED.match(text)

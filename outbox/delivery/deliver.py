@@ -27,7 +27,7 @@ from opentelemetry.trace import Status as TraceStatus
 from outbox.config import Settings
 from outbox.db import store
 from outbox.delivery.breaker import Gate
-from outbox.delivery.classify import classify_reply
+from outbox.delivery.classify import classify_reply, refuses_address
 from outbox.delivery.outage import SharedBreaker, describe_failure, is_path_failure
 from outbox.delivery.retry import RetryPolicy, decide
 from outbox.delivery.writer import ResultWriter
@@ -412,6 +412,7 @@ class Delivery:
             reply_text=(reply.text or reply.error) if reply else outcome.reason,
             duration_ms=duration_ms,
             transport=(reply.via if reply else None) or self.settings.transport,
+            suppress=reply is not None and refuses_address(reply),
         )
 
     def build(self, row: store.OutboxRow) -> OutgoingMessage:

@@ -11,6 +11,11 @@ message, and anyone can quote it in a made-up DSN or "unsubscribe" mail. A
 report linked only by its Message-ID is recorded against its row (it shows in
 ``outbox show``) and acted on never. A token that fails to verify is a
 forgery: stored and counted, never acted on.
+
+A third proof needs no report: the receiving server refusing the address at
+RCPT TO, in our own session, as non-existent (X.1.1, X.1.2 …;
+:func:`outbox.delivery.classify.refuses_address`). The worker suppresses it as
+a hard bounce when it records the attempt.
 """
 
 from __future__ import annotations

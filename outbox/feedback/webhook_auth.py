@@ -31,6 +31,19 @@ def basic_auth_matches(header: str | None, expected: str) -> bool:
     return hmac.compare_digest(given, expected.encode("utf-8"))
 
 
+def scrape_authorized(header: str | None, expected: str) -> bool:
+    """The Authorization of a /metrics scrape: basic ``user:password`` when ``expected``
+    has a colon, else ``Bearer <expected>``. Nothing is authorized without ``expected``."""
+    if not header or not expected:
+        return False
+    if ":" in expected:
+        return basic_auth_matches(header, expected)
+    scheme, _, token = header.partition(" ")
+    return scheme.lower() == "bearer" and hmac.compare_digest(
+        token.strip().encode("utf-8"), expected.encode("utf-8")
+    )
+
+
 def svix_signature_valid(
     secret: str,
     *,

@@ -182,6 +182,26 @@ def _current(conn: Conn, now: float) -> Current:
     )
 
 
+def metrics_registry(
+    database_url: str, extra: Sequence[Collector] = ()
+) -> tuple[CollectorRegistry, OutboxCollector]:
+    """The exporter's figures, counted once already; ``extra`` collectors add theirs.
+
+    Served by ``outbox metrics``, or by ``outbox web`` at /metrics (OUTBOX_METRICS_AUTH).
+    """
+    registry = CollectorRegistry()
+    for added in extra:
+        registry.register(added)
+    collector = OutboxCollector(database_url)
+    try:
+        collector.scrape()  # the one full count, before Prometheus starts asking
+    except StoreError as exc:
+        log.warning("cannot read the outbox yet (%s); every scrape tries again", exc)
+        collector.close()
+    registry.register(collector)
+    return registry, collector
+
+
 def serve(
     database_url: str,
     *,
@@ -191,16 +211,7 @@ def serve(
     extra: Sequence[Collector] = (),
 ) -> None:
     """Serve /metrics until ``stop`` is set; ``extra`` collectors add their figures."""
-    registry = CollectorRegistry()
-    for collector in extra:
-        registry.register(collector)
-    collector = OutboxCollector(database_url)
-    try:
-        collector.scrape()  # the one full count, before Prometheus starts asking
-    except StoreError as exc:
-        log.warning("cannot read the outbox yet (%s); every scrape tries again", exc)
-        collector.close()
-    registry.register(collector)
+    registry, collector = metrics_registry(database_url, extra)
     server, thread = start_http_server(port, addr=host, registry=registry)
     log.info("metrics on http://%s:%d/metrics", host, server.server_port)
     try:

@@ -3,11 +3,16 @@
 It starts a recording SMTP server on loopback, enqueues the emails in one
 transaction, runs the relay and both worker pools as child processes, waits
 until every email has an outcome, prints what happened, and stops.
+
+Everything it writes goes to a schema of its own (``outbox_demo_<run>``, the
+tables migrated there), dropped at the end, so the database it is pointed at
+keeps nothing of it; ``--keep`` keeps the schema and prints how to look at it.
 """
 
 from __future__ import annotations
 
 import collections
+import dataclasses
 import os
 import time
 import uuid
@@ -21,12 +26,53 @@ from outbox.testing.sink import SmtpSink
 TERMINAL = {"sent", "failed", "dead", "held"}
 
 
-def run_demo(settings: Settings, *, newsletter: int, timeout: float) -> int:
+def run_demo(settings: Settings, *, newsletter: int, timeout: float, keep: bool = False) -> int:
     run = f"demo-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}"
+    schema = "outbox_demo_" + run.removeprefix("demo-").replace("-", "_")
+    with store.connect(settings.database_url) as conn:
+        store.create_schema(conn, schema)
+    url = store.schema_url(settings.database_url, schema)
+    try:
+        status, login_message_id = _run(
+            dataclasses.replace(settings, database_url=url), run, newsletter, timeout
+        )
+    finally:
+        if not keep:
+            with store.connect(settings.database_url) as conn:
+                store.drop_schema(conn, schema)
+    _next_steps(login_message_id, schema, kept=keep)
+    return status
+
+
+def _next_steps(login_message_id: str | None, schema: str, *, kept: bool) -> None:
+    if login_message_id:
+        print(f"the login code's Message-ID: {login_message_id}")
+    if not kept:
+        print(f"schema {schema} dropped: the database keeps nothing of the demo (--keep keeps it)")
+        print("next, try:")
+        print("  outbox templates preview login_code    # the email as the worker builds it")
+        print("  outbox demo --keep                     # then look at the emails it sent")
+        print("  outbox config check                    # what each process needs to start")
+        return
+    # libpq's PGOPTIONS, not a URL: the password in DATABASE_URL is never printed.
+    print(f"kept in schema {schema}; point the commands at it with:")
+    print(f"  export PGOPTIONS='-c search_path={schema}'")
+    print("next, try:")
+    if login_message_id:
+        print(f"  outbox show '{login_message_id}'   # its attempts and status changes")
+    print("  outbox status                          # counts and each part's health")
+    print("  outbox requeue --dead --dry-run        # what a requeue would send again")
+    print(
+        f"  unset PGOPTIONS; psql \"$DATABASE_URL\" -c 'DROP SCHEMA {schema} CASCADE'  # when done"
+    )
+
+
+def _run(settings: Settings, run: str, newsletter: int, timeout: float) -> tuple[int, str | None]:
     with store.connect(settings.database_url) as conn:
         store.migrate(conn)
     with SmtpSink() as sink:
         env = {
+            "DATABASE_URL": settings.database_url,  # the demo's own schema
             "SMTP_URL": sink.url,
             "OUTBOX_NAMESPACE": run,  # a broker namespace of its own
             "OUTBOX_LOG_LEVEL": os.environ.get("OUTBOX_LOG_LEVEL", "WARNING"),
@@ -77,7 +123,7 @@ def run_demo(settings: Settings, *, newsletter: int, timeout: float) -> int:
     _report(counts, sent, sink, login.message_id, elapsed)
     delivered = {m.message_id for m in sink.messages}
     ok = counts.get("sent", 0) == newsletter + 1 and login.message_id in delivered
-    return 0 if ok else 1
+    return (0 if ok else 1), login.message_id
 
 
 def _wait(settings: Settings, run: str, total: int, timeout: float) -> dict[str, int]:

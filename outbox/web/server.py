@@ -28,6 +28,9 @@ from urllib.parse import parse_qs, urlsplit
 
 import h11
 import uvicorn
+from prometheus_client import generate_latest
+from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
+from prometheus_client.registry import CollectorRegistry
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
@@ -38,6 +41,7 @@ from uvicorn.protocols.http.h11_impl import H11Protocol
 from outbox.config import Settings
 from outbox.db import store
 from outbox.errors import ConfigError, StoreError
+from outbox.feedback.webhook_auth import scrape_authorized
 from outbox.feedback.webhooks import PREFIX as WEBHOOKS
 from outbox.feedback.webhooks import ProviderWebhooks
 from outbox.message import list_unsubscribe as unsubscribe
@@ -66,6 +70,7 @@ class Response:
     status: HTTPStatus
     body: str
     content_type: str = "text/html; charset=utf-8"
+    headers: tuple[tuple[str, str], ...] = ()
 
 
 class Unsubscribes:
@@ -134,10 +139,16 @@ class Unsubscribes:
 class App:
     """Routes a request to the HTTP API, the webhooks or the unsubscribe links."""
 
-    def __init__(self, settings: Settings, pool: store.Pool) -> None:
+    def __init__(
+        self, settings: Settings, pool: store.Pool, metrics: CollectorRegistry | None = None
+    ) -> None:
         self.api = EmailsApi(settings, pool)  # always on: it takes no request without a key
         self.webhooks = ProviderWebhooks(settings, pool)
         self.unsubscribes = Unsubscribes(settings, pool) if settings.secret else None
+        # /metrics on this port, for hosts that route one port per app: only
+        # with OUTBOX_METRICS_AUTH, which every scrape must carry.
+        self.metrics = metrics if settings.metrics_auth else None
+        self.metrics_auth = settings.metrics_auth
 
     def handle(
         self, method: str, target: str, body: bytes = b"", headers: Mapping[str, str] | None = None
@@ -145,6 +156,10 @@ class App:
         path = urlsplit(target).path
         if path == "/healthz":
             return Response(HTTPStatus.OK, "ok\n", _TEXT)
+        if path == "/metrics":
+            if self.metrics is None:  # served only with OUTBOX_METRICS_AUTH
+                return Response(HTTPStatus.NOT_FOUND, "not found\n", _TEXT)
+            return self._metrics(headers or {})
         if path.startswith(WEBHOOKS):
             if method != "POST":
                 return Response(HTTPStatus.METHOD_NOT_ALLOWED, "POST only\n", _TEXT)
@@ -154,6 +169,22 @@ class App:
         if self.unsubscribes is None:
             return Response(HTTPStatus.NOT_FOUND, "not found\n", _TEXT)
         return self.unsubscribes.handle(method, target, body)
+
+    def _metrics(self, headers: Mapping[str, str]) -> Response:
+        given = next((v for k, v in headers.items() if k.lower() == "authorization"), None)
+        if not scrape_authorized(given, self.metrics_auth):
+            scheme = "Basic" if ":" in self.metrics_auth else "Bearer"
+            return Response(
+                HTTPStatus.UNAUTHORIZED,
+                "a scrape needs OUTBOX_METRICS_AUTH's credentials\n",
+                _TEXT,
+                (("WWW-Authenticate", f'{scheme} realm="outbox metrics"'),),
+            )
+        assert self.metrics is not None
+        # The text format every Prometheus 2 reads (`outbox metrics` negotiates it too).
+        return Response(
+            HTTPStatus.OK, generate_latest(self.metrics).decode("utf-8"), CONTENT_TYPE_PLAIN_0_0_4
+        )
 
 
 # Sent with every answer. The pages are ours alone: no frame may hold them
@@ -245,6 +276,7 @@ async def _bounded_body(request: Request, limit: int = MAX_BODY) -> bytes | None
 def _starlette(response: Response, *, head: bool) -> StarletteResponse:
     data = response.body.encode("utf-8")
     headers = dict(SECURITY_HEADERS)
+    headers.update(response.headers)
     headers["Content-Length"] = str(len(data))
     return StarletteResponse(
         b"" if head else data,
@@ -304,8 +336,15 @@ class WebServer:
     """``outbox web`` on uvicorn: the socket is bound at once (port 0 works),
     served by :meth:`serve_forever` until :meth:`shutdown`."""
 
-    def __init__(self, settings: Settings, pool: store.Pool, host: str, port: int) -> None:
-        self.app = App(settings, pool)
+    def __init__(
+        self,
+        settings: Settings,
+        pool: store.Pool,
+        host: str,
+        port: int,
+        metrics: CollectorRegistry | None = None,
+    ) -> None:
+        self.app = App(settings, pool, metrics)
         family = socket.AF_INET6 if ":" in host else socket.AF_INET
         self.socket = socket.socket(family, socket.SOCK_STREAM)
         self.socket.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -349,12 +388,24 @@ class WebServer:
         self.socket.close()
 
 
-def make_server(settings: Settings, pool: store.Pool, host: str, port: int) -> WebServer:
-    return WebServer(settings, pool, host, port)
+def make_server(
+    settings: Settings,
+    pool: store.Pool,
+    host: str,
+    port: int,
+    metrics: CollectorRegistry | None = None,
+) -> WebServer:
+    return WebServer(settings, pool, host, port, metrics)
 
 
-def serve(settings: Settings, host: str, port: int, stop: threading.Event) -> None:
-    """Serve until ``stop`` is set."""
+def serve(
+    settings: Settings,
+    host: str,
+    port: int,
+    stop: threading.Event,
+    metrics: CollectorRegistry | None = None,
+) -> None:
+    """Serve until ``stop`` is set; ``metrics`` at /metrics with OUTBOX_METRICS_AUTH."""
     with store.Pool(
         settings.database_url,
         name="outbox-web",
@@ -363,7 +414,7 @@ def serve(settings: Settings, host: str, port: int, stop: threading.Event) -> No
         max_size=settings.web_pool_size,
         prepare=settings.prepared_statements == "on",
     ) as pool:
-        server = make_server(settings, pool, host, port)
+        server = make_server(settings, pool, host, port, metrics)
         thread = threading.Thread(target=server.serve_forever, name="outbox-web", daemon=True)
         thread.start()
         log.info("outbox web listening on %s:%d", host, server.server_address[1])

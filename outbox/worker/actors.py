@@ -30,7 +30,7 @@ def delivery() -> Delivery:
     pool = store.Pool(
         settings.database_url,
         name="outbox-worker",
-        max_size=16,
+        max_size=settings.db_pool_max,
         prepare=settings.prepared_statements == "on",
         timeout=settings.pool_timeout,
     )

@@ -42,6 +42,24 @@ def count(where: str = "true") -> int:
         return int(cur.fetchone()[0])
 
 
+def purge_everything() -> None:
+    """Every email sent 40 days ago, then purged: only the tombstones stay."""
+    import datetime as dt  # noqa: PLC0415
+
+    from django.db import connection  # noqa: PLC0415
+
+    from outbox.db import store  # noqa: PLC0415
+
+    with connection.cursor() as cur:
+        cur.execute(
+            "UPDATE email_outbox SET status = 'sent', sent_at = now() - interval '40 days',"
+            " created_at = now() - interval '40 days'"
+        )
+    db = connection.settings_dict
+    with store.connect_params(dbname=db["NAME"], user=db["USER"], host=db["HOST"]) as own:
+        store.purge(own, before=dt.datetime.now(dt.UTC) - dt.timedelta(days=30))
+
+
 LOGIN = {"name": "Alice", "code": "123456", "product": "Shop", "minutes": 10}
 NEWS = {"name": "R", "title": "News", "intro": "Hi", "url": "https://x.example"}
 
@@ -104,6 +122,20 @@ def main(backend: str) -> None:
         )  # fmt: skip
     assert [r.created for r in many] == [True] * 50
     assert count("idempotency_key LIKE 'nl-%'") == 50
+
+    # A purged email's key stays taken, on both of enqueue's ways.
+    purge_everything()
+    again = login("kept")
+    assert (again.created, again.status) == (False, "purged"), again
+    assert (again.id, again.message_id) == (first.id, first.message_id)
+    with transaction.atomic():
+        after = outbox.django.enqueue_many(
+            [{"idempotency_key": f"nl-{i}", "to": f"r{i}@example.com",
+              "template": "newsletter", "params": NEWS} for i in range(51)]
+        )  # fmt: skip
+    assert [r.status for r in after] == ["purged"] * 50 + ["pending"]
+    assert [r.message_id for r in after[:50]] == [r.message_id for r in many]
+    assert count() == 1
 
     # send_mail through EMAIL_BACKEND: a template named in headers, in the transaction.
     headers = {

@@ -4,8 +4,9 @@ recipients answering 2yz, 4yz, 5yz or nothing at all, then bounces and a complai
 What it leaves (max_attempts 2):
   high  3 login codes, one of them refused once with 421 -> 3 sent
   bulk  30 accepted, 2 refused once with 421 (then sent), 2 refused with 550
-        (failed), 2 greylisted for good (dead after two 4xx), 1 that never gets
-        a final reply (dead after two uncertain attempts) -> 32 sent
+        (failed; 5.1.1 at RCPT TO suppresses both addresses), 2 greylisted for
+        good (dead after two 4xx), 1 that never gets a final reply (dead after
+        two uncertain attempts) -> 32 sent
   2 hard bounces and 1 complaint on sent bulk rows, then one email to a
   bounced address (suppressed).
 """

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
 from typing import Any
 
 import psycopg
@@ -12,6 +13,7 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column
 
 import outbox
 from outbox.config import Settings
+from outbox.db import store
 from outbox.errors import IdempotencyConflict, InvalidAddress, MissingParams, StoreError
 from outbox.message.message_id import message_id
 from tests.integration.drivers import ASYNC, SYNC
@@ -162,6 +164,71 @@ def test_suppressed_recipients_are_audit_rows_on_every_path(
     assert one.status == "pending"
 
 
+def purge_everything(settings: Settings) -> int:
+    """Mark every email sent 40 days ago and purge it: only the tombstones stay."""
+    query(
+        settings,
+        "UPDATE email_outbox SET status = 'sent', sent_at = now() - interval '40 days',"
+        " created_at = now() - interval '40 days' RETURNING id",
+    )
+    with psycopg.connect(settings.database_url) as conn:
+        return store.purge(conn, before=dt.datetime.now(dt.UTC) - dt.timedelta(days=30)).emails
+
+
+def test_a_purged_key_stays_taken_on_every_path(driver: Any, settings: Settings) -> None:
+    with driver(settings.database_url) as h:
+        first = outbox.enqueue(h.conn, **login("signup"), settings=settings)
+        batch = outbox.enqueue_many(h.conn, news(2), settings=settings)
+        h.commit()
+    assert purge_everything(settings) == 3
+    with driver(settings.database_url) as h:
+        again = outbox.enqueue(h.conn, **login("signup"), settings=settings)
+        assert (again.created, again.id, again.message_id, again.status) == (
+            False,
+            first.id,
+            first.message_id,
+            "purged",
+        )
+        with pytest.raises(IdempotencyConflict):
+            outbox.enqueue(h.conn, **login("signup", to="bob@example.com"), settings=settings)
+        with pytest.raises(IdempotencyConflict, match="nl-1"):
+            outbox.enqueue_many(
+                h.conn, [{**news(2)[1], "to": "z@example.com"}, *news(1, 5)], settings=settings
+            )
+        # Purged keys among new ones: the COPY takes them, finds their tombstones
+        # and goes the multi-row way; the multi-row insert finds them at once.
+        many = outbox.enqueue_many(h.conn, news(3), settings=settings)
+        h.commit()
+    assert [(r.created, r.status) for r in many] == [(False, "purged")] * 2 + [(True, "pending")]
+    assert [(r.id, r.message_id) for r in many[:2]] == [(r.id, r.message_id) for r in batch]
+    keys = query(settings, "SELECT idempotency_key FROM email_outbox ORDER BY 1")
+    assert keys == [("nl-2",)]
+
+
+def test_a_forgotten_address_stays_suppressed_on_every_path(
+    driver: Any, settings: Settings
+) -> None:
+    # What `outbox forget` keeps of a suppressed address: its keyed hash alone.
+    query(
+        settings,
+        "INSERT INTO email_suppression (address, scope, reason) VALUES"
+        " (email_address_hash('R1@example.com'), 'all', 'complaint'),"
+        " (email_address_hash('alice@example.com'), 'bulk', 'unsubscribe') RETURNING address",
+    )
+    with driver(settings.database_url) as h:
+        many = outbox.enqueue_many(h.conn, news(3), settings=settings)
+        login_code = outbox.enqueue(h.conn, **login(to="r1@EXAMPLE.com"), settings=settings)
+        high = outbox.enqueue(h.conn, **login("k-2"), settings=settings)  # bulk only: sent
+        # A known key among them: the multi-row insert looks the hash up as well.
+        careful = outbox.enqueue_many(
+            h.conn, [news(1)[0], {**news(1, 7)[0], "to": "r1@example.com"}], settings=settings
+        )
+        h.commit()
+    assert [r.status for r in many] == ["pending", "suppressed", "pending"]
+    assert (login_code.status, high.status) == ("suppressed", "pending")
+    assert [(r.created, r.status) for r in careful] == [(False, "pending"), (True, "suppressed")]
+
+
 def _rows_written_by(open_: Any, settings: Settings) -> list[tuple[Any, ...]]:
     execute(settings, "TRUNCATE email_outbox RESTART IDENTITY")
     with open_(settings.database_url) as h:
@@ -274,6 +341,34 @@ def test_async_commit_rollback_savepoint_and_known_keys(
     asyncio.run(main())
     keys = [r[0] for r in query(settings, "SELECT idempotency_key FROM email_outbox ORDER BY 1")]
     assert keys == ["kept"] + [f"nl-{i}" for i in range(6)] + ["nl-9"]
+
+
+def test_async_a_purged_key_stays_taken(async_driver: Any, settings: Settings) -> None:
+    async def first_round() -> list[outbox.Enqueued]:
+        async with async_driver(settings.database_url) as h:
+            one = await outbox.enqueue_async(h.conn, **login("signup"), settings=settings)
+            many = await outbox.enqueue_many_async(h.conn, news(2), settings=settings)
+            await h.commit()
+            return [one, *many]
+
+    async def second_round() -> list[outbox.Enqueued]:
+        async with async_driver(settings.database_url) as h:
+            one = await outbox.enqueue_async(h.conn, **login("signup"), settings=settings)
+            with pytest.raises(IdempotencyConflict):
+                await outbox.enqueue_async(
+                    h.conn, **login("signup", to="bob@example.com"), settings=settings
+                )
+            many = await outbox.enqueue_many_async(h.conn, news(3), settings=settings)
+            await h.commit()
+            return [one, *many]
+
+    before = asyncio.run(first_round())
+    assert purge_everything(settings) == 3
+    after = asyncio.run(second_round())
+    assert [(r.created, r.status) for r in after] == [(False, "purged")] * 3 + [(True, "pending")]
+    assert [(r.id, r.message_id) for r in after[:3]] == [(r.id, r.message_id) for r in before]
+    keys = query(settings, "SELECT idempotency_key FROM email_outbox ORDER BY 1")
+    assert keys == [("nl-2",)]
 
 
 def test_async_concurrent_enqueues_each_in_its_own_transaction(

@@ -94,6 +94,28 @@ def test_5yz_fails_at_once_with_the_reply(settings: Settings) -> None:
     assert sink.messages == []
 
 
+def test_a_recipient_refused_at_rcpt_as_unknown_is_suppressed(settings: Settings) -> None:
+    unknown = "550 5.1.1 <nobody@example.com>: Recipient address rejected: User unknown"
+    add_login(settings, "login-1", "Nobody@example.com")
+    add_login(settings, "login-2", "policy@example.com")
+    add_login(settings, "login-3", "nobody@example.com")  # the same address twice in a batch
+    refused = {
+        "nobody@example.com": unknown,
+        "policy@example.com": "550 5.7.1 Message refused by policy",
+    }
+    with harness(settings, lambda a: Behaviour(rcpt_reply=refused[a.lower()])) as (h, _):
+        h.run()
+    assert statuses(settings) == {"failed": 3}
+    # Only the address said not to exist; a policy refusal says nothing about it.
+    assert query(settings, "SELECT address, scope, reason, detail FROM email_suppression") == [
+        ("nobody@example.com", "all", "hard_bounce", "refused at RCPT TO: 5.1.1")
+    ]
+    again = add_login(settings, "login-4", "nobody@example.com")
+    assert query(settings, "SELECT status FROM email_outbox WHERE id = %s", again) == [
+        ("suppressed",)
+    ]
+
+
 def test_5yz_after_data_fails_too(settings: Settings) -> None:
     add_login(settings, "login-1", "spam@example.com")
     with harness(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import datetime as dt
 import subprocess
 import sys
 import threading
@@ -101,6 +102,25 @@ def test_post_enqueues_once_per_key(api: Api) -> None:
     assert count(api.settings) == 1
     stored = query(api.settings, "SELECT priority, status FROM email_outbox")
     assert stored == [("high", "pending")]
+
+
+def test_a_purged_email_is_gone_but_its_key_answers_as_before(api: Api) -> None:
+    token = api.key("send", "read")
+    first = api.post("/v1/emails", token, {**LOGIN_EMAIL, "priority": "high"}, key="login-1")
+    assert first.status_code == 202
+    query(
+        api.settings,
+        "UPDATE email_outbox SET status = 'sent', sent_at = now() - interval '40 days',"
+        " created_at = now() - interval '40 days' RETURNING id",
+    )
+    with store.connect(api.settings.database_url) as conn:
+        assert store.purge(conn, before=dt.datetime.now(dt.UTC) - dt.timedelta(days=30)).emails
+    assert api.get(f"/v1/emails/{first.json()['id']}", token).status_code == 404
+    again = api.post("/v1/emails", token, {**LOGIN_EMAIL, "priority": "high"}, key="login-1")
+    assert (again.status_code, again.json()) == (200, first.json())
+    other = api.post("/v1/emails", token, {**LOGIN_EMAIL, "to": "bob@example.com"}, key="login-1")
+    assert other.status_code == 409
+    assert count(api.settings) == 0
 
 
 @pytest.mark.parametrize(

@@ -89,10 +89,19 @@ def test_enqueue_many_checks_every_recipient(
     assert statuses(settings) == {"pending": 6, "suppressed": 2}
 
 
-@pytest.mark.parametrize("reason", ["bogus", ""])
-def test_unknown_reasons_are_refused(conn: psycopg.Connection[Any], reason: str) -> None:
+@pytest.mark.parametrize("reason", ["", "two\nlines", "x" * 201])
+def test_reasons_that_are_not_one_line_are_refused(
+    conn: psycopg.Connection[Any], reason: str
+) -> None:
     with pytest.raises(store.StoreError):
         store.suppress(conn, "a@example.com", reason=reason)
+
+
+def test_an_operators_own_reason_is_kept(conn: psycopg.Connection[Any]) -> None:
+    assert store.suppress(conn, "a@example.com", reason="asked by phone")
+    found = store.find_suppression(conn, "a@example.com")
+    assert found is not None
+    assert found.reason == "asked by phone"
 
 
 def test_cli(settings: Settings) -> None:

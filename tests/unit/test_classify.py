@@ -2,7 +2,13 @@ from __future__ import annotations
 
 import pytest
 
-from outbox.delivery.classify import classify, enhanced_status, is_greylisting, queue_id
+from outbox.delivery.classify import (
+    classify,
+    enhanced_status,
+    is_greylisting,
+    queue_id,
+    refuses_address,
+)
 from outbox.models import Reply, Stage, Verdict
 
 SENT_REPLIES = [
@@ -155,3 +161,27 @@ def test_session_stages() -> None:
         Stage.STARTTLS,
         Stage.AUTH,
     }
+
+
+@pytest.mark.parametrize(
+    ("reply", "refused"),
+    [
+        (Reply(Stage.RCPT, 550, "5.1.1 <a@example.com>: Recipient address rejected: User unknown"),
+         True),
+        (Reply(Stage.RCPT, 550, "5.1.2 Host unknown"), True),
+        (Reply(Stage.RCPT, 553, "5.1.3 Bad recipient address syntax"), True),
+        (Reply(Stage.RCPT, 551, "5.1.6 Mailbox moved"), True),
+        (Reply(Stage.RCPT, 556, "5.1.10 Recipient address has null MX"), True),
+        (Reply(Stage.RCPT, 550, "5.7.1 Refused by policy"), False),
+        (Reply(Stage.RCPT, 552, "5.2.2 Mailbox full"), False),
+        (Reply(Stage.RCPT, 550, "5.2.1 Mailbox disabled"), False),
+        (Reply(Stage.RCPT, 550, "User unknown"), False),  # no enhanced status: no proof
+        (Reply(Stage.RCPT, 450, "4.1.1 Try later"), False),
+        (Reply(Stage.RCPT, 550, "4.1.1 mixed signals"), False),
+        (Reply(Stage.FINAL_REPLY, 550, "5.1.1 User unknown"), False),  # after DATA: a bounce
+        (Reply(Stage.MAIL, 550, "5.1.1 sender unknown"), False),
+        (Reply(Stage.RCPT, error="timeout"), False),
+    ],
+)  # fmt: skip
+def test_a_refusal_at_rcpt_of_an_unknown_address_is_told_apart(reply: Reply, refused: bool) -> None:
+    assert refuses_address(reply) is refused

@@ -37,6 +37,7 @@ LAYERS: list[set[str]] = [
         "message.list_unsubscribe",
         "message.return_path",
         "telemetry.metrics",
+        "cli_input",
     },  # pure core
     {"db", "transports", "message", "pacing", "broker", "telemetry", "validate"},  # I/O edges
     {"delivery", "relay", "feedback", "intake", "preflight"},  # orchestration

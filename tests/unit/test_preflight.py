@@ -10,6 +10,7 @@ import pytest
 from outbox import preflight
 from outbox.config import Settings
 from outbox.errors import ConfigError
+from tests.keys import SECRET
 
 
 def test_every_setting_has_its_readers() -> None:
@@ -111,3 +112,23 @@ def test_a_value_that_is_not_a_url_is_masked_whole() -> None:
 def test_templates_directory_must_exist(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="OUTBOX_TEMPLATES"):
         Settings(templates=tmp_path / "missing").validate()
+
+
+@pytest.mark.parametrize(
+    ("auth", "ok"),
+    [
+        ("", True),
+        ("prometheus:sixteen-chars-pw", True),
+        ("t" * 32, True),
+        ("prometheus:short", False),
+        (":sixteen-chars-password", False),
+        ("t" * 31, False),
+    ],
+)
+def test_the_metrics_credentials_must_be_hard_to_guess(auth: str, ok: bool) -> None:
+    settings = replace(Settings(), secret=SECRET, metrics_auth=auth)
+    found = [
+        line for line in preflight.problems(settings, ["web"]) if "OUTBOX_METRICS_AUTH" in line
+    ]
+    assert (found == []) is ok
+    assert all(auth not in line for line in found if auth)

@@ -35,5 +35,5 @@ def test_every_query_is_described() -> None:
 
 
 def test_migrations_are_numbered_without_gaps() -> None:
-    versions = [version for version, _, _ in migrations()]
+    versions = [m.version for m in migrations()]
     assert versions == list(range(1, len(versions) + 1))

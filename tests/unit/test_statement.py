@@ -52,7 +52,7 @@ def test_every_query_of_intake_renders_for_asyncpg_without_a_percent_left() -> N
     for built in (
         statement.insert_message(intake.COLUMNS, values),
         statement.insert_rows(intake.COLUMNS, [tuple("v" for _ in intake.COLUMNS)]),
-        statement.find_by_key("k"),
+        statement.find_by_key("k", "h"),
         statement.existing_keys(["k"]),
         statement.copied_rows(1, 2),
         statement.suppress_copied([1], ["r"]),

@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import base64
 
-from outbox.feedback.webhook_auth import basic_auth_matches, svix_signature_valid
+import pytest
+
+from outbox.feedback.webhook_auth import (
+    basic_auth_matches,
+    scrape_authorized,
+    svix_signature_valid,
+)
 
 # The worked example of Svix's "Verifying webhooks manually" documentation.
 SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
@@ -69,3 +75,27 @@ def test_basic_auth() -> None:
     assert not basic_auth_matches(None, "hook:s3cret")
     assert not basic_auth_matches("Bearer hook:s3cret", "hook:s3cret")
     assert not basic_auth_matches("Basic !!!", "hook:s3cret")
+
+
+def _basic_header(credentials: str) -> str:
+    return "Basic " + base64.b64encode(credentials.encode()).decode()
+
+
+@pytest.mark.parametrize(
+    ("header", "expected", "ok"),
+    [
+        (_basic_header("prom:long-password-1234"), "prom:long-password-1234", True),
+        (_basic_header("prom:wrong"), "prom:long-password-1234", False),
+        ("Bearer prom:long-password-1234", "prom:long-password-1234", False),
+        ("Bearer " + "t" * 40, "t" * 40, True),
+        ("bearer  " + "t" * 40, "t" * 40, True),
+        ("Bearer " + "u" * 40, "t" * 40, False),
+        (_basic_header("x:" + "t" * 40), "t" * 40, False),
+        (None, "t" * 40, False),
+        ("Bearer ", "", False),  # nothing configured: nothing is authorized
+    ],
+)
+def test_a_scrape_is_authorized_by_the_configured_credentials(
+    header: str | None, expected: str, ok: bool
+) -> None:
+    assert scrape_authorized(header, expected) is ok

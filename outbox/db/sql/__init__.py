@@ -6,6 +6,8 @@ import re
 from importlib import resources
 from typing import LiteralString, cast
 
+from outbox.db.sql.statements import Migration
+
 # "-- name --" opens a query; the comment lines right after it describe it.
 _QUERY_HEADER = re.compile(r"(?:\n|^)-- ([a-z0-9_]+) --\n(?:-- .+\n)*")
 
@@ -21,14 +23,14 @@ def parse_queries(text: str) -> dict[str, LiteralString]:
     }
 
 
-def migrations() -> list[tuple[int, str, str]]:
-    """``(version, name, sql)`` for every file in ``migrations/``, in order."""
+def migrations() -> list[Migration]:
+    """Every file in ``migrations/``, in order."""
     found = []
     for entry in resources.files(__package__).joinpath("migrations").iterdir():
         match = re.fullmatch(r"(\d{4})_([a-z0-9_]+)\.sql", entry.name)
         if match:
-            found.append((int(match.group(1)), match.group(2), entry.read_text("utf-8")))
-    return sorted(found)
+            found.append(Migration(int(match.group(1)), match.group(2), entry.read_text("utf-8")))
+    return sorted(found, key=lambda m: m.version)
 
 
 queries = parse_queries(resources.files(__package__).joinpath("queries.sql").read_text("utf-8"))

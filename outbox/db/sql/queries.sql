@@ -1,18 +1,27 @@
 -- insert_message --
--- Insert one email unless its key exists; a suppressed recipient's email is
+-- Insert one email unless its key exists, or existed and was purged (its
+-- tombstone answers then: the original id and Message-ID, status `purged`); a
+-- suppressed recipient's email (by address, or by its hash once forgotten) is
 -- written as a `suppressed` audit row that is never sent. Wakes the relays at
 -- commit when there is something to send. No row back: the key exists
 -- (find_by_key). The column list is intake's row (outbox.db.statement fills
--- the markers).
+-- the markers); `key`, `recipient`, `priority` and `content_hash` are among
+-- its values.
 WITH suppression AS (
     SELECT reason FROM email_suppression
-    WHERE address = lower(%(recipient)s) AND (scope = 'all' OR %(priority)s = 'bulk')
+    WHERE address IN (lower(%(recipient)s), email_address_hash(%(recipient)s))
+      AND (scope = 'all' OR %(priority)s = 'bulk')
+    LIMIT 1
+), purged AS (
+    SELECT outbox_id, message_id, content_prefix FROM email_key_tombstone
+    WHERE key_hash = email_key_hash(%(key)s)
 ), inserted AS (
     INSERT INTO email_outbox (/*columns*/, status, status_reason)
     SELECT /*values*/,
            CASE WHEN s.reason IS NULL THEN 'pending' ELSE 'suppressed' END,
            CASE WHEN s.reason IS NULL THEN 'enqueued' ELSE 'recipient suppressed: ' || s.reason END
     FROM (SELECT 1) AS one LEFT JOIN suppression s ON true
+    WHERE NOT EXISTS (SELECT FROM purged)
     -- Every unique index is an arbiter: a concurrent insert of the same key can
     -- meet the Message-ID's index first, and must not fail there either.
     ON CONFLICT DO NOTHING
@@ -20,13 +29,29 @@ WITH suppression AS (
 )
 SELECT id, message_id, content_hash, true AS created, status,
        CASE WHEN status = 'pending' THEN pg_notify('outbox_due', priority) END
-FROM inserted;
+FROM inserted
+UNION ALL
+-- Only 8 bytes of the content hash are kept: the same 8 bytes are the same content.
+SELECT outbox_id, message_id,
+       CASE WHEN content_prefix = decode(left(%(content_hash)s, 16), 'hex')
+            THEN %(content_hash)s ELSE encode(content_prefix, 'hex') END,
+       false, 'purged', NULL
+FROM purged;
 
 -- find_by_key --
 -- The stored identity of a key insert_message found there (before, or inserted
--- by a concurrent transaction that insert_message's ON CONFLICT waited for).
+-- by a concurrent transaction that insert_message's ON CONFLICT waited for),
+-- or its tombstone when a purge took the row meanwhile.
 SELECT id, message_id, content_hash, false AS created, status, NULL
-FROM email_outbox WHERE idempotency_key = %(key)s;
+FROM email_outbox WHERE idempotency_key = %(key)s
+UNION ALL
+SELECT outbox_id, message_id,
+       CASE WHEN content_prefix = decode(left(%(content_hash)s, 16), 'hex')
+            THEN %(content_hash)s ELSE encode(content_prefix, 'hex') END,
+       false, 'purged', NULL
+FROM email_key_tombstone
+WHERE key_hash = email_key_hash(%(key)s)
+  AND NOT EXISTS (SELECT FROM email_outbox WHERE idempotency_key = %(key)s);
 
 -- outbox_id_last --
 -- The last id this session took: the newest row of its COPY.
@@ -53,11 +78,18 @@ RELEASE SAVEPOINT outbox_copy;
 -- The rows enqueue_many's COPY just wrote, in the order written (ids are taken
 -- row by row): those above the mark, up to the last id the COPY took, and
 -- written by the same (sub)transaction as that last row, so other sessions'
--- rows in the range are left out. With each recipient's suppression, if any.
-SELECT o.id, x.reason
+-- rows in the range are left out. With each recipient's suppression, if any,
+-- and whether the key was purged (its tombstone keeps it taken).
+-- Two joins, each hashed once per batch: the address in clear, or its hash
+-- once forgotten.
+SELECT o.id, coalesce(x.reason, xh.reason),
+       EXISTS (SELECT FROM email_key_tombstone t
+               WHERE t.key_hash = email_key_hash(o.idempotency_key)) AS purged
 FROM email_outbox o
 LEFT JOIN email_suppression x
     ON x.address = lower(o.recipient) AND (x.scope = 'all' OR o.priority = 'bulk')
+LEFT JOIN email_suppression xh
+    ON xh.address = email_address_hash(o.recipient) AND (xh.scope = 'all' OR o.priority = 'bulk')
 WHERE o.id > %(after)s AND o.id <= %(last)s
   AND o.xmin = (SELECT xmin FROM email_outbox WHERE id = %(last)s)
 ORDER BY o.id;
@@ -72,28 +104,43 @@ WHERE o.id = s.id;
 -- insert_rows --
 -- Many emails in one statement (drivers without COPY, a batch with known keys):
 -- the rows come as one JSON array of objects shaped like email_outbox, read
--- with the table's own column types. Known keys are left alone; a known key
--- with other content writes nothing at all. One row back per given row, in
--- order: key, id, Message-ID, created, status, conflict. A key a concurrent
--- transaction inserted meanwhile comes back with a NULL id (existing_keys).
+-- with the table's own column types. Known keys are left alone, purged ones
+-- too (their tombstone answers: status `purged`); a known key with other
+-- content writes nothing at all. A suppressed recipient is found by address,
+-- or by its hash once forgotten. One row back per given row, in order: key,
+-- id, Message-ID, created, status, conflict. A key a concurrent transaction
+-- inserted meanwhile comes back with a NULL id (existing_keys).
 WITH given AS (
     SELECT * FROM jsonb_populate_recordset(NULL::email_outbox, %(rows)s::jsonb)
         WITH ORDINALITY AS g
 ), known AS (
     SELECT o.idempotency_key, o.id, o.message_id, o.status, o.content_hash
     FROM email_outbox o JOIN given g USING (idempotency_key)
+    UNION ALL
+    -- Only 8 bytes of a purged email's content hash are kept: the same 8 bytes
+    -- are the same content.
+    SELECT g.idempotency_key, t.outbox_id, t.message_id, 'purged',
+           CASE WHEN t.content_prefix = decode(left(g.content_hash, 16), 'hex')
+                THEN g.content_hash ELSE encode(t.content_prefix, 'hex') END
+    FROM given g JOIN email_key_tombstone t ON t.key_hash = email_key_hash(g.idempotency_key)
+    WHERE NOT EXISTS (SELECT FROM email_outbox o WHERE o.idempotency_key = g.idempotency_key)
 ), conflicts AS (
     SELECT k.idempotency_key FROM known k JOIN given g USING (idempotency_key)
     WHERE k.content_hash <> g.content_hash
 ), inserted AS (
     INSERT INTO email_outbox (/*columns*/, status, status_reason)
     SELECT /*g*/,
-           CASE WHEN x.reason IS NULL THEN 'pending' ELSE 'suppressed' END,
-           CASE WHEN x.reason IS NULL THEN 'enqueued' ELSE 'recipient suppressed: ' || x.reason END
+           CASE WHEN coalesce(x.reason, xh.reason) IS NULL THEN 'pending' ELSE 'suppressed' END,
+           CASE WHEN coalesce(x.reason, xh.reason) IS NULL THEN 'enqueued'
+                ELSE 'recipient suppressed: ' || coalesce(x.reason, xh.reason) END
     FROM given g
     LEFT JOIN email_suppression x
         ON x.address = lower(g.recipient) AND (x.scope = 'all' OR g.priority = 'bulk')
+    LEFT JOIN email_suppression xh
+        ON xh.address = email_address_hash(g.recipient)
+       AND (xh.scope = 'all' OR g.priority = 'bulk')
     WHERE NOT EXISTS (SELECT FROM conflicts)
+      AND NOT EXISTS (SELECT FROM known k WHERE k.idempotency_key = g.idempotency_key)
     ORDER BY g.ordinality
     ON CONFLICT DO NOTHING  -- any unique index, as in insert_message
     RETURNING idempotency_key, id, message_id, status
@@ -107,9 +154,16 @@ LEFT JOIN known k USING (idempotency_key)
 ORDER BY g.ordinality;
 
 -- existing_keys --
--- The stored rows of keys a concurrent transaction inserted during enqueue_many.
+-- The stored rows of keys a concurrent transaction inserted during
+-- enqueue_many, or the tombstones of those purged since (with the 8 bytes of
+-- the content hash they keep).
 SELECT idempotency_key, id, message_id, status, content_hash FROM email_outbox
-WHERE idempotency_key = ANY(%(keys)s);
+WHERE idempotency_key = ANY(%(keys)s)
+UNION ALL
+SELECT k, t.outbox_id, t.message_id, 'purged', encode(t.content_prefix, 'hex')
+FROM unnest(%(keys)s::text[]) AS k
+JOIN email_key_tombstone t ON t.key_hash = email_key_hash(k)
+WHERE NOT EXISTS (SELECT FROM email_outbox o WHERE o.idempotency_key = k);
 
 -- notify_due --
 -- Wake the relays at commit.
@@ -165,7 +219,7 @@ WITH results AS (
     SELECT * FROM jsonb_to_recordset(%(results)s::jsonb) AS r(
         id bigint, attempt int, status text, reason text, delay_seconds float8,
         provider_message_id text, verdict text, stage text, reply_code int,
-        enhanced_status text, reply_text text, duration_ms float8, transport text)
+        enhanced_status text, reply_text text, duration_ms float8, transport text, suppress boolean)
 ), updated AS (
     UPDATE email_outbox o
     SET status = r.status,
@@ -187,6 +241,17 @@ WITH results AS (
     SELECT id, attempt, verdict, stage, reply_code, enhanced_status, reply_text, duration_ms,
            %(worker)s, transport
     FROM results
+), rejected AS (
+    -- A recipient refused at RCPT TO as non-existent (5.1.1 ...) is suppressed
+    -- as a hard bounce would suppress it: the refusal came in our own session.
+    INSERT INTO email_suppression (address, scope, reason, detail)
+    SELECT DISTINCT ON (lower(o.recipient)) lower(o.recipient), 'all', 'hard_bounce',
+           'refused at RCPT TO: ' || coalesce(r.enhanced_status, r.reply_code::text)
+    FROM results r JOIN email_outbox o ON o.id = r.id
+    WHERE r.suppress
+    ON CONFLICT (address) DO UPDATE
+    SET scope = 'all', reason = excluded.reason, detail = excluded.detail, created_at = now()
+    WHERE email_suppression.scope <> 'all'
 )
 SELECT id FROM updated;
 
@@ -282,16 +347,21 @@ CROSS JOIN LATERAL (
 ) AS oldest;
 
 -- find_message --
--- One row by idempotency key or Message-ID.
+-- The rows an operator's reference names: key, Message-ID (with or without its
+-- brackets), row id or provider id; each has an index.
 SELECT id, idempotency_key, recipient, template, params, message_id, priority, status,
        status_reason, attempts, next_attempt_at, locked_by, locked_at, last_error,
        provider_message_id, created_at, queued_at, sent_at, failed_at, trace_context
-FROM email_outbox WHERE idempotency_key = %(ref)s OR message_id = %(ref)s;
+FROM email_outbox
+WHERE idempotency_key = %(ref)s OR message_id = %(ref)s OR message_id = %(bracketed)s
+   OR id = %(row_id)s::bigint OR provider_message_id = %(ref)s
+ORDER BY id LIMIT 20;
 
 -- list_attempts --
--- Every attempt of one row.
-SELECT attempt, verdict, stage, reply_code, enhanced_status, reply_text, duration_ms, worker,
-       transport, attempted_at
+-- Every attempt of one row. `attempt` restarts at 1 after a requeue; `number`
+-- counts them all.
+SELECT row_number() OVER (ORDER BY id) AS number, attempt, verdict, stage, reply_code,
+       enhanced_status, reply_text, duration_ms, worker, transport, attempted_at
 FROM email_attempt WHERE outbox_id = %(id)s ORDER BY id;
 
 -- list_events --
@@ -309,16 +379,40 @@ FROM email_bounce WHERE outbox_id = %(id)s ORDER BY id;
 UPDATE email_outbox
 SET status = 'pending', status_reason = 'requeued by operator', attempts = 0,
     next_attempt_at = now(), requeued_at = now(), locked_by = NULL, locked_at = NULL
-WHERE (idempotency_key = %(ref)s OR message_id = %(ref)s) AND status IN ('failed', 'dead', 'held')
+WHERE (idempotency_key = %(ref)s OR message_id = %(ref)s OR message_id = %(bracketed)s
+       OR id = %(row_id)s::bigint OR provider_message_id = %(ref)s)
+  AND status IN ('failed', 'dead', 'held')
 RETURNING id, priority;
 
--- requeue_status --
--- An operator sends every row of one parked status again.
-UPDATE email_outbox
+-- requeue_batch --
+-- The next batch of parked rows a filter selects, sent again with a fresh
+-- attempt budget. A requeued row leaves the parked index, so each batch reads
+-- only what it takes; one that failed again since this run began (requeued_at
+-- after `started`) is not taken twice. Rows another session holds are skipped.
+WITH batch AS (
+    SELECT id FROM email_outbox
+    WHERE status IN ('failed', 'dead', 'held') AND status = ANY(%(statuses)s::text[])
+      AND (requeued_at IS NULL OR requeued_at < %(started)s)
+      AND (%(template)s::text IS NULL OR template = %(template)s)
+      AND (%(since)s::timestamptz IS NULL OR created_at >= %(since)s)
+      AND (%(to_domain)s::text IS NULL OR split_part(lower(recipient), '@', 2) = %(to_domain)s)
+    LIMIT %(limit)s
+    FOR UPDATE SKIP LOCKED
+)
+UPDATE email_outbox o
 SET status = 'pending', status_reason = 'requeued by operator', attempts = 0,
     next_attempt_at = now(), requeued_at = now(), locked_by = NULL, locked_at = NULL
-WHERE status = %(status)s AND status IN ('dead', 'held')
-RETURNING id, priority;
+FROM batch WHERE o.id = batch.id
+RETURNING o.id, o.priority;
+
+-- requeue_count --
+-- How many parked rows a requeue filter selects, per status and priority (--dry-run).
+SELECT status, priority, count(*) FROM email_outbox
+WHERE status IN ('failed', 'dead', 'held') AND status = ANY(%(statuses)s::text[])
+  AND (%(template)s::text IS NULL OR template = %(template)s)
+  AND (%(since)s::timestamptz IS NULL OR created_at >= %(since)s)
+  AND (%(to_domain)s::text IS NULL OR split_part(lower(recipient), '@', 2) = %(to_domain)s)
+GROUP BY 1, 2 ORDER BY 1, 2;
 
 -- status_counts_by_prefix --
 -- Rows per status and priority among keys that start with a prefix (one demo run).
@@ -346,12 +440,16 @@ RETURNING address;
 
 -- unsuppress --
 -- Allow mail to an address again.
-DELETE FROM email_suppression WHERE address = lower(%(address)s) RETURNING address;
+DELETE FROM email_suppression
+WHERE address IN (lower(%(address)s), email_address_hash(%(address)s))
+RETURNING address;
 
 -- find_suppression --
 -- Why an address is suppressed, if it is.
 SELECT address, scope, reason, detail, source_bounce_id, created_at
-FROM email_suppression WHERE address = lower(%(address)s);
+FROM email_suppression
+WHERE address IN (lower(%(address)s), email_address_hash(%(address)s))
+ORDER BY scope = 'all' DESC LIMIT 1;
 
 -- list_suppressions --
 -- Suppressed addresses, newest first.
@@ -640,7 +738,8 @@ WITH results AS (
     SELECT * FROM jsonb_to_recordset(%(results)s::jsonb) AS r(
         id bigint, attempt int, status text, reason text, delay_seconds float8,
         provider_message_id text, verdict text, stage text, reply_code int,
-        enhanced_status text, reply_text text, duration_ms float8, transport text, worker text)
+        enhanced_status text, reply_text text, duration_ms float8, transport text, worker text,
+        suppress boolean)
 ), updated AS (
     UPDATE email_outbox o
     SET status = r.status,
@@ -662,6 +761,17 @@ WITH results AS (
     SELECT id, attempt, verdict, stage, reply_code, enhanced_status, reply_text, duration_ms,
            worker, transport
     FROM results
+), rejected AS (
+    -- A recipient refused at RCPT TO as non-existent (5.1.1 ...) is suppressed
+    -- as a hard bounce would suppress it: the refusal came in our own session.
+    INSERT INTO email_suppression (address, scope, reason, detail)
+    SELECT DISTINCT ON (lower(o.recipient)) lower(o.recipient), 'all', 'hard_bounce',
+           'refused at RCPT TO: ' || coalesce(r.enhanced_status, r.reply_code::text)
+    FROM results r JOIN email_outbox o ON o.id = r.id
+    WHERE r.suppress
+    ON CONFLICT (address) DO UPDATE
+    SET scope = 'all', reason = excluded.reason, detail = excluded.detail, created_at = now()
+    WHERE email_suppression.scope <> 'all'
 )
 SELECT id FROM updated;
 
@@ -741,3 +851,140 @@ SELECT id, idempotency_key, message_id, recipient, template, priority, status, s
        attempts, created_at, next_attempt_at, sent_at, failed_at
 FROM email_outbox
 WHERE id = %(id)s OR idempotency_key = %(key)s;
+
+-- purge_batch --
+-- Delete the next batch (by id, after the last one) of finished emails whose
+-- last change is older than `before`, with their attempts, events and bounce
+-- reports; each key leaves a tombstone so it stays taken. Rows a worker or
+-- another purge holds are skipped.
+WITH doomed AS (
+    SELECT id FROM email_outbox
+    WHERE id > %(after)s
+      AND status IN ('sent', 'failed', 'dead', 'suppressed', 'cancelled')
+      AND greatest(created_at, requeued_at, sent_at, failed_at, bounced_at) < %(before)s
+    ORDER BY id LIMIT %(limit)s
+    FOR UPDATE SKIP LOCKED
+), gone AS (
+    DELETE FROM email_outbox o USING doomed d WHERE o.id = d.id
+    RETURNING o.id, o.idempotency_key, o.message_id, o.content_hash, o.created_at
+), kept AS (
+    INSERT INTO email_key_tombstone (key_hash, outbox_id, message_id, content_prefix, created_at)
+    SELECT email_key_hash(idempotency_key), id, message_id, decode(left(content_hash, 16), 'hex'),
+           created_at
+    FROM gone
+    ON CONFLICT (key_hash) DO NOTHING
+), attempts AS (
+    DELETE FROM email_attempt a USING gone g WHERE a.outbox_id = g.id RETURNING 1
+), events AS (
+    DELETE FROM email_event e USING gone g WHERE e.outbox_id = g.id RETURNING 1
+), bounces AS (
+    DELETE FROM email_bounce b USING gone g WHERE b.outbox_id = g.id RETURNING 1
+)
+SELECT (SELECT count(*) FROM gone), (SELECT max(id) FROM doomed),
+       (SELECT count(*) FROM attempts), (SELECT count(*) FROM events),
+       (SELECT count(*) FROM bounces);
+
+-- purge_count --
+-- How many finished emails a purge would delete (--dry-run).
+SELECT count(*) FROM email_outbox
+WHERE status IN ('sent', 'failed', 'dead', 'suppressed', 'cancelled')
+  AND greatest(created_at, requeued_at, sent_at, failed_at, bounced_at) < %(before)s;
+
+-- retention_lock --
+-- One relay at a time applies the retention (a session lock, released by retention_unlock).
+SELECT pg_try_advisory_lock(%(lock)s);
+
+-- retention_unlock --
+-- Release the retention lock.
+SELECT pg_advisory_unlock(%(lock)s);
+
+-- forget_rows --
+-- Erase an address from the outbox: the recipient, the params, the key when it
+-- quotes the address (a tombstone keeps it taken), and every text quoting it;
+-- an email not yet sent will not be. One event per row says so, without the
+-- address. Returns the rows' ids.
+WITH rows AS (
+    SELECT id, status, idempotency_key, message_id, content_hash, created_at FROM email_outbox
+    WHERE lower(recipient) = lower(%(address)s)
+    FOR UPDATE
+), keys AS (
+    INSERT INTO email_key_tombstone (key_hash, outbox_id, message_id, content_prefix, created_at)
+    SELECT email_key_hash(idempotency_key), id, message_id, decode(left(content_hash, 16), 'hex'),
+           created_at
+    FROM rows
+    WHERE position(lower(%(address)s) IN lower(idempotency_key)) > 0
+    ON CONFLICT (key_hash) DO NOTHING
+), erased AS (
+    UPDATE email_outbox o
+    SET recipient = 'erased@erased.invalid', params = '{}',
+        idempotency_key = CASE
+            WHEN position(lower(%(address)s) IN lower(o.idempotency_key)) > 0
+            THEN 'erased:' || encode(email_key_hash(o.idempotency_key), 'hex')
+            ELSE o.idempotency_key END,
+        status = CASE WHEN o.status IN ('pending', 'queued', 'sending', 'held')
+                      THEN 'failed' ELSE o.status END,
+        status_reason = CASE WHEN o.status IN ('pending', 'queued', 'sending', 'held')
+                             THEN 'recipient erased on request'
+                             ELSE regexp_replace(o.status_reason, %(pattern)s, '[erased]', 'gi') END,
+        last_error = regexp_replace(o.last_error, %(pattern)s, '[erased]', 'gi'),
+        failed_at = CASE WHEN o.status IN ('pending', 'queued', 'sending', 'held')
+                         THEN now() ELSE o.failed_at END,
+        locked_by = NULL, locked_at = NULL
+    FROM rows r WHERE o.id = r.id
+    RETURNING o.id, r.status AS was, o.status
+), noted AS (
+    -- A row whose status changed has its event from the update trigger already.
+    INSERT INTO email_event (outbox_id, from_status, to_status, reason, actor)
+    SELECT id, was, status, 'recipient, params and texts quoting the address erased on request',
+           'outbox forget'
+    FROM erased WHERE was = status
+)
+SELECT id FROM erased ORDER BY id;
+
+-- forget_history --
+-- Erase the address from the attempts, events and bounce reports of rows
+-- forget_rows erased, and from bounce reports that name it; returns how many
+-- attempts, events and reports were changed.
+WITH attempts AS (
+    UPDATE email_attempt
+    SET reply_text = regexp_replace(reply_text, %(pattern)s, '[erased]', 'gi')
+    WHERE outbox_id = ANY(%(ids)s) AND reply_text ~* %(pattern)s
+    RETURNING 1
+), events AS (
+    UPDATE email_event
+    SET reason = regexp_replace(reason, %(pattern)s, '[erased]', 'gi')
+    WHERE outbox_id = ANY(%(ids)s) AND reason ~* %(pattern)s
+    RETURNING 1
+), bounces AS (
+    UPDATE email_bounce
+    SET raw = '', envelope_to = NULL, results = NULL,
+        error = regexp_replace(error, %(pattern)s, '[erased]', 'gi')
+    WHERE outbox_id = ANY(%(ids)s)
+       OR results @> jsonb_build_array(jsonb_build_object('recipient', lower(%(address)s)))
+       OR envelope_to = lower(%(address)s)
+    RETURNING 1
+)
+SELECT (SELECT count(*) FROM attempts), (SELECT count(*) FROM events),
+       (SELECT count(*) FROM bounces);
+
+-- forget_suppression --
+-- A suppressed address stays suppressed once forgotten: only its keyed hash is
+-- kept (enqueue looks both up). Returns the hash when there was an entry.
+UPDATE email_suppression
+SET address = email_address_hash(%(address)s), detail = NULL
+WHERE address = lower(%(address)s)
+  AND NOT EXISTS (SELECT FROM email_suppression x WHERE x.address = email_address_hash(%(address)s))
+RETURNING address;
+
+-- forget_suppression_plain --
+-- The address in clear, when its hash was kept already (forgotten before).
+DELETE FROM email_suppression WHERE address = lower(%(address)s) RETURNING address;
+
+-- storage_bytes --
+-- The bytes each table takes (heap, indexes, TOAST), for the storage benchmark.
+SELECT c.relname, pg_total_relation_size(c.oid)
+FROM pg_class c
+WHERE c.relkind = 'r' AND c.relnamespace = current_schema()::regnamespace
+  AND c.relname IN ('email_outbox', 'email_attempt', 'email_event', 'email_bounce',
+                    'email_key_tombstone', 'email_suppression')
+ORDER BY 1;

@@ -1,0 +1,46 @@
+"""`outbox demo`: it sends through the real pipeline and leaves the database as it was."""
+
+from __future__ import annotations
+
+import re
+
+import psycopg
+
+from outbox.config import Settings
+from tests.integration.helpers import query
+from tests.integration.test_cli import outbox
+
+
+def _demo_schemas(settings: Settings) -> list[str]:
+    rows = query(settings, "SELECT nspname FROM pg_namespace WHERE nspname LIKE 'outbox_demo_%'")
+    return [r[0] for r in rows]
+
+
+def test_the_demo_cleans_up_after_itself(settings: Settings) -> None:
+    result = outbox(settings, "demo", "--newsletter", "20", "--timeout", "90")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert re.search(r"the login code's Message-ID: <[0-9a-f]+@", result.stdout)
+    assert "dropped: the database keeps nothing of the demo" in result.stdout
+    assert "outbox demo --keep" in result.stdout
+    assert _demo_schemas(settings) == []
+    assert query(settings, "SELECT count(*) FROM email_outbox") == [(0,)]
+
+
+def test_the_demo_kept_can_be_looked_at_with_the_commands_it_prints(settings: Settings) -> None:
+    result = outbox(settings, "demo", "--newsletter", "10", "--timeout", "90", "--keep")
+    assert result.returncode == 0, result.stdout + result.stderr
+    (schema,) = _demo_schemas(settings)
+    try:
+        options = re.search(r"export PGOPTIONS='([^']+)'", result.stdout)
+        message_id = re.search(r"outbox show '(<[^']+>)'", result.stdout)
+        assert options, result.stdout
+        assert message_id, result.stdout
+        assert options.group(1) == f"-c search_path={schema}"
+        shown = outbox(settings, "show", message_id.group(1), env={"PGOPTIONS": options.group(1)})
+        assert shown.returncode == 0, shown.stderr
+        assert "status: sent" in shown.stdout
+        assert "login_code" in shown.stdout
+        assert query(settings, "SELECT count(*) FROM email_outbox") == [(0,)]  # not in public
+    finally:
+        with psycopg.connect(settings.database_url) as conn:
+            conn.execute(f'DROP SCHEMA "{schema}" CASCADE')
