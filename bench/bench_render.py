@@ -108,7 +108,8 @@ def main() -> None:
         rendered = warm.render(params)
         envelope = Envelope(base.sender, row.recipient, rendered.subject, row.message_id, NOW, ())
         unsigned = composers["none"].message(row, to=row.recipient, connect=_no_db)
-        rsa_signer, ed_signer = composers["rsa-2048"].signer, composers["ed25519"].signer
+        rsa_signer = composers["rsa-2048"].signers.default
+        ed_signer = composers["ed25519"].signers.default
         assert rsa_signer is not None
         assert ed_signer is not None
         runs: list[Callable[[], object]] = [

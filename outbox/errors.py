@@ -6,7 +6,8 @@
     ├── ConfigError              a missing or invalid setting
     │   └── AttachmentUnavailable  a file enqueue checked is not where the worker looks
     ├── InvalidMessage           enqueue refused the email; nothing was written
-    │   ├── InvalidAddress       the recipient is not a valid address
+    │   ├── InvalidAddress       the recipient (or sender, reply-to) is not a valid address
+    │   │   └── SenderNotAllowed  the sender's domain is not one of OUTBOX_SENDER_DOMAINS
     │   ├── HeaderInjection      CR, LF or NUL in a value that reaches a header
     │   ├── UnknownTemplate      no template of that name
     │   ├── MissingParams        the template needs params that were not given
@@ -49,6 +50,10 @@ class InvalidMessage(OutboxError):
 
 class InvalidAddress(InvalidMessage):
     """The recipient is not a valid email address."""
+
+
+class SenderNotAllowed(InvalidAddress):
+    """The sender's domain is not one this installation sends (and signs) for."""
 
 
 class HeaderInjection(InvalidMessage):

@@ -4,15 +4,17 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 import psycopg
 
 from outbox.config import Settings, default_settings
 from outbox.db import store
-from outbox.errors import IdempotencyConflict, InvalidMessage
+from outbox.errors import ConfigError, IdempotencyConflict, InvalidAddress, InvalidMessage
+from outbox.fields import senders
 from outbox.message import attachments
 from outbox.message import versions as template_versions
 from outbox.message.message_id import message_id as derive_message_id
@@ -59,7 +61,8 @@ class _Row:
     priority: str
     template_version: str  # renders the same files on every attempt (outbox.message.versions)
     trace_context: str | None = None  # the enqueue span's traceparent: the send joins it
-    sender: str | None = None  # From: the application's OUTBOX_FROM, so workers need not agree
+    sender: str | None = None  # From: sender=, else OUTBOX_FROM, so workers need not agree
+    reply_to: tuple[str, ...] = ()  # Reply-To mailboxes (outbox.fields.senders)
 
 
 def enqueue(
@@ -70,6 +73,8 @@ def enqueue(
     template: str,
     params: Mapping[str, Any] | None = None,
     priority: str | None = None,  # None: the template's default (template.toml), else bulk
+    sender: str | None = None,  # From, within OUTBOX_SENDER_DOMAINS; None: OUTBOX_FROM
+    reply_to: str | Sequence[str] | None = None,
     settings: Settings | None = None,
 ) -> Enqueued:
     """Add one email to the outbox in ``conn``'s current transaction.
@@ -80,10 +85,15 @@ def enqueue(
     ``suppressed`` that is never sent: ``result.suppressed`` says so; the
     check is an indexed lookup inside the same statement. A key that exists already returns
     ``created=False`` and the stored Message-ID; a key reused for different
-    content (recipient, template, params or priority) raises
+    content (recipient, template, params, priority or a per-message field) raises
     :class:`~outbox.errors.IdempotencyConflict`, because one business event
     is one email. Bad input raises an :class:`~outbox.errors.InvalidMessage`
     and writes nothing.
+
+    ``sender`` sets the From (``"Billing <billing@example.com>"``); its domain
+    must be one of ``OUTBOX_SENDER_DOMAINS`` (default: the domain of
+    ``OUTBOX_FROM``), so DKIM and DMARC stay aligned. ``reply_to`` is one
+    address or a list of up to ten.
     """
     settings = settings or default_settings()
     with (
@@ -98,6 +108,7 @@ def enqueue(
             template_name=template,
             params=params,
             priority=priority,
+            fields=_Fields(sender=sender, reply_to=reply_to),
         )
         row = dataclasses.replace(row, trace_context=current_traceparent())
         result = store.insert_message(conn, **dataclasses.asdict(row))
@@ -131,7 +142,8 @@ def enqueue_many(
     """Add many emails (a newsletter) at once, all or none.
 
     Each mapping takes the keyword arguments of :func:`enqueue`
-    (``idempotency_key``, ``to``, ``template``, ``params``, ``priority``).
+    (``idempotency_key``, ``to``, ``template``, ``params``, ``priority``,
+    ``sender``, ``reply_to``).
     Rows are validated as they stream into Postgres by COPY, so checking and
     inserting run side by side; the first invalid row aborts the COPY and
     nothing is written.
@@ -173,6 +185,7 @@ def _validated_rows(
                 template_name=email.get("template"),
                 params=email.get("params"),
                 priority=email.get("priority"),
+                fields=_Fields(sender=email.get("sender"), reply_to=email.get("reply_to")),
                 ready=ready,
             )
         except InvalidMessage as exc:
@@ -195,6 +208,7 @@ def _columns(row: _Row, trace_context: str | None) -> store.NewRow:
         row.template_version,
         trace_context,
         row.sender,
+        list(row.reply_to) or None,
     )
 
 
@@ -207,6 +221,7 @@ def _validated(
     template_name: object,
     params: object,
     priority: object,
+    fields: _Fields,
     ready: dict[str, Template] | None = None,
 ) -> _Row:
     checked_key = check_key(key)
@@ -230,14 +245,48 @@ def _validated(
         directory=settings.attachments_dir,
         max_bytes=settings.max_attachment_bytes,
     )
+    sender, reply_to, hashed = _checked_fields(settings, fields)
     return _Row(
         key=checked_key,
         recipient=recipient,
         template=template_name,
         params=params_json,
-        content_hash=content_hash(recipient, template_name, params_json, checked_priority),
+        content_hash=content_hash(recipient, template_name, params_json, checked_priority, hashed),
         message_id=derive_message_id(checked_key, settings.message_id_domain, settings.secret),
         priority=checked_priority.value,
         template_version=template.version,
-        sender=settings.sender,
+        sender=sender,
+        reply_to=reply_to,
     )
+
+
+@dataclass(frozen=True, slots=True)
+class _Fields:
+    """The per-message fields as the caller gave them (checked by outbox.fields)."""
+
+    sender: object = None
+    reply_to: object = None
+
+
+def _checked_fields(
+    settings: Settings, fields: _Fields
+) -> tuple[str, tuple[str, ...], dict[str, Any]]:
+    """The stored sender and reply-to, and the fields the content hash covers."""
+    hashed: dict[str, Any] = {}
+    sender = settings.sender
+    if fields.sender is not None:
+        sender = senders.check_sender(fields.sender, allowed_domains=_sender_domains(settings))
+        if sender != settings.sender:  # OUTBOX_FROM given explicitly is the default
+            hashed["sender"] = sender
+    reply_to = senders.check_reply_to(fields.reply_to)
+    if reply_to:
+        hashed["reply_to"] = list(reply_to)
+    return sender, reply_to, hashed
+
+
+@lru_cache(maxsize=8)
+def _sender_domains(settings: Settings) -> frozenset[str]:
+    try:
+        return senders.normalize_domains(settings.sender_domain_list())
+    except InvalidAddress as exc:
+        raise ConfigError(f"OUTBOX_SENDER_DOMAINS: {exc}") from None

@@ -224,6 +224,7 @@ class OutboxRow:
     template_version: str | None = None  # None: enqueued before versions were recorded
     trace_context: str | None = None  # the business event's traceparent
     sender: str | None = None  # From, fixed at enqueue; None: enqueued before it was recorded
+    reply_to: Sequence[str] = ()  # Reply-To mailboxes, fixed at enqueue
 
 
 @dataclass(frozen=True, slots=True)
@@ -286,6 +287,7 @@ def insert_message(
     template_version: str | None = None,
     trace_context: str | None = None,
     sender: str | None = None,
+    reply_to: Sequence[str] | None = None,
 ) -> Inserted:
     args = {
         "key": key,
@@ -298,6 +300,7 @@ def insert_message(
         "template_version": template_version,
         "trace_context": trace_context,
         "sender": sender,
+        "reply_to": list(reply_to) if reply_to else None,
     }
     with translate_errors(), conn.cursor(row_factory=tuple_row) as cur:
         row = cur.execute(queries["insert_message"], args).fetchone()
@@ -311,8 +314,10 @@ def insert_message(
 
 
 # key, recipient, template, params, content_hash, message_id, priority,
-# template_version, trace_context, sender: the columns enqueue_many writes
-NewRow = tuple[str, str, str, str, str, str, str, str | None, str | None, str | None]
+# template_version, trace_context, sender, reply_to: the columns enqueue_many writes
+NewRow = tuple[
+    str, str, str, str, str, str, str, str | None, str | None, str | None, list[str] | None
+]
 
 
 def insert_many(conn: Conn, rows: Iterable[NewRow]) -> InsertedMany:

@@ -34,6 +34,7 @@ class Envelope:
     message_id: str
     date: dt.datetime
     extra_headers: tuple[tuple[str, str], ...] = ()
+    reply_to: tuple[str, ...] = ()  # mailboxes as outbox.fields.senders stores them
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,6 +56,7 @@ def build_message(
     headers = [
         ("From", encode_header_value("From", envelope.sender, address=True)),
         ("To", envelope.to),
+        *_reply_to(envelope.reply_to),
         ("Subject", encode_header_value("Subject", envelope.subject)),
         ("Date", format_datetime(envelope.date.astimezone(dt.UTC))),
         ("Message-ID", envelope.message_id),
@@ -74,6 +76,14 @@ def build_message(
         # "m" is not a hex digit: neither boundary can begin the other's delimiter line.
         body_headers, body = _multipart("mixed", "=_m" + digest[:29], parts)
     return _headers(headers + body_headers) + b"\r\n" + body
+
+
+def _reply_to(mailboxes: tuple[str, ...]) -> list[tuple[str, str]]:
+    if not mailboxes:
+        return []
+    # One mailbox per line: each is encoded on its own, so no comma in a name splits it.
+    value = ",\r\n ".join(encode_header_value("Reply-To", m, address=True) for m in mailboxes)
+    return [("Reply-To", value)]
 
 
 def _multipart(
@@ -126,8 +136,20 @@ def encode_header_value(name: str, value: str, *, address: bool = False) -> str:
         return value
     if address:
         display, _, rest = value.rpartition("<")
+        display = display.strip()
+        if len(display) >= 2 and display[0] == display[-1] == '"':
+            # Quoted for its specials; an encoded word needs no quotes, and shows them if kept.
+            display = re.sub(r"\\(.)", r"\1", display[1:-1])
+        plain_display = display.isascii() and display.isprintable() and "=?" not in display
+        if display and _is_plain(name, rest) and plain_display:
+            # Long printable ASCII: one quoted string (names are at most 200
+            # characters, far within the 998 limit), which every reader takes whole.
+            quoted = display.replace("\\", "\\\\").replace('"', '\\"')
+            return f'"{quoted}"\r\n <{rest}'
         if display and _is_plain(name, rest):
-            return f"{Header(display.strip(), 'utf-8').encode()} <{rest}"
+            encoded = Header(display, "utf-8", maxlinelen=76, header_name=name)
+            words = encoded.encode(linesep="\r\n")
+            return f"{words}\r\n <{rest}"
     return Header(value, "utf-8", maxlinelen=76, header_name=name).encode(linesep="\r\n")
 
 

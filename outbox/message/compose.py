@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from contextlib import AbstractContextManager
+from email.utils import parseaddr
 from functools import cache
 
 from outbox.config import Settings
@@ -19,7 +20,7 @@ from outbox.message import versions as template_versions
 from outbox.message.build import Envelope, build_message
 from outbox.message.render import Rendered, template_set
 from outbox.message.return_path import return_path
-from outbox.message.sign import Signer
+from outbox.message.sign import Signers
 from outbox.models import Priority
 
 log = logging.getLogger(__name__)
@@ -29,7 +30,7 @@ class Composer:
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
         self.templates = template_set(settings.templates)
-        self.signer = Signer.from_settings(settings)
+        self.signers = Signers.from_settings(settings)
         if settings.unsubscribe_url:
             unsubscribe.check_base_url(settings.unsubscribe_url, settings.secret)
         self._warned = False
@@ -74,13 +75,15 @@ class Composer:
         self, row: OutboxRow, *, to: str, connect: Callable[[], AbstractContextManager[Conn]]
     ) -> bytes:
         rendered = self.render(row, connect)
+        sender = row.sender or self.settings.sender
         envelope = Envelope(
-            sender=row.sender or self.settings.sender,
+            sender=sender,
             to=to,
             subject=rendered.subject,
             message_id=row.message_id,
             date=row.created_at,
             extra_headers=self.headers(row),
+            reply_to=tuple(row.reply_to),
         )
         files = (
             attachments.load(
@@ -92,10 +95,12 @@ class Composer:
             else []
         )
         data = build_message(envelope, rendered.text, rendered.html, files)
-        return self.signer.sign(data) if self.signer else data
+        # Signed by the From's own domain, so DMARC aligns for every sender= allowed.
+        signer = self.signers.for_domain(parseaddr(sender)[1].rpartition("@")[2])
+        return signer.sign(data) if signer else data
 
 
 @cache
 def composer(settings: Settings) -> Composer:
-    """One Composer per settings and process: the DKIM key is parsed once."""
+    """One Composer per settings and process: the DKIM keys are parsed once."""
     return Composer(settings)

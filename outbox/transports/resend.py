@@ -37,6 +37,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from outbox.fields.senders import format_mailbox
 from outbox.models import HttpReply, Reply, Stage
 from outbox.transports import http
 from outbox.transports.base import OutgoingMessage
@@ -73,7 +74,9 @@ def payload(message: OutgoingMessage) -> dict[str, Any]:
     """The ``/emails`` request for one built message."""
     parts = split(message.data, message.message_id)
     # `from` is documented as "Name <address>": the name goes decoded, not RFC 2047.
-    sender = f"{parts.sender_name} <{parts.sender_address}>" if parts.sender_name else parts.sender
+    # A name with a comma or quote goes quoted, or Resend would read two addresses.
+    address = parts.sender_address
+    sender = format_mailbox(parts.sender_name, address) if parts.sender_name else parts.sender
     body: dict[str, Any] = {
         "from": sender,
         "to": [message.recipient],

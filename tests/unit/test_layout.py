@@ -37,7 +37,8 @@ LAYERS: list[set[str]] = [
         "message.return_path",
         "telemetry.metrics",
     },  # pure core
-    {"db", "transports", "message", "pacing", "broker", "telemetry", "validate"},  # I/O edges
+    # I/O edges; validate and fields are pure but for the address library
+    {"db", "transports", "message", "pacing", "broker", "telemetry", "validate", "fields"},
     {"delivery", "relay", "feedback", "intake", "preflight"},  # orchestration
     {"cli", "worker", "web", "testing"},  # processes
 ]

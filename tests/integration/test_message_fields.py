@@ -1,0 +1,165 @@
+"""Per-message fields (sender, reply-to...) as delivered to a real SMTP server."""
+
+from __future__ import annotations
+
+import dataclasses
+import email
+import email.policy
+from email.message import EmailMessage
+from pathlib import Path
+from typing import Any
+
+import dkim as dkimpy
+import psycopg
+import pytest
+
+from outbox import HeaderInjection, IdempotencyConflict, SenderNotAllowed, enqueue, enqueue_many
+from outbox.config import Settings
+from outbox.message.sign import Signers
+from outbox.testing.sink import Received
+from tests.integration.helpers import LOGIN, harness, query
+from tests.unit.test_dkim import dns_for, ed25519_pem, rsa_pem
+
+
+def add(settings: Settings, key: str = "k", **fields: Any) -> None:
+    with psycopg.connect(settings.database_url) as conn:
+        enqueue(
+            conn,
+            idempotency_key=key,
+            to="alice@example.org",
+            template="login_code",
+            params=LOGIN,
+            priority="high",
+            settings=settings,
+            **fields,
+        )
+        conn.commit()
+
+
+def delivered(settings: Settings) -> list[tuple[Received, EmailMessage]]:
+    with harness(settings) as (h, sink):
+        h.run()
+    found = []
+    for received in sink.messages:
+        message = email.message_from_bytes(received.data, policy=email.policy.default)
+        assert isinstance(message, EmailMessage)
+        assert message.defects == []
+        found.append((received, message))
+    return found
+
+
+@pytest.fixture
+def shop(settings: Settings, tmp_path: Path) -> Settings:
+    """Two sending domains, each with its own DKIM key."""
+    (tmp_path / "billing.pem").write_bytes(ed25519_pem())
+    (tmp_path / "shop.pem").write_bytes(rsa_pem())
+    return dataclasses.replace(
+        settings,
+        sender="Shop <no-reply@shop.example>",
+        sender_domains="shop.example, billing.shop.example",
+        dkim_keys=f"billing.shop.example=b1:{tmp_path / 'billing.pem'},"
+        f"shop.example=s1:{tmp_path / 'shop.pem'}",
+    )
+
+
+def test_sender_and_reply_to_reach_the_headers_and_sign_with_their_domain(
+    shop: Settings,
+) -> None:
+    add(
+        shop,
+        "billing",
+        sender="Billing, Shop <billing@billing.shop.example>",
+        reply_to=["Support <help@example.net>", "hilfe@bücher.example"],
+    )
+    add(shop, "plain")
+    by_key = dict(query(shop, "SELECT message_id, idempotency_key FROM email_outbox"))
+    messages = {by_key[m["Message-ID"]]: (r, m) for r, m in delivered(shop)}
+
+    received, message = messages["billing"]
+    (author,) = message["From"].addresses
+    assert (author.display_name, author.addr_spec) == (
+        "Billing, Shop",
+        "billing@billing.shop.example",
+    )
+    replies = [(a.display_name, a.addr_spec) for a in message["Reply-To"].addresses]
+    assert replies == [("Support", "help@example.net"), ("", "hilfe@xn--bcher-kva.example")]
+    assert received.mail_from == "billing@billing.shop.example"  # no bounce domain: the From
+    signers = Signers.from_settings(shop)
+    signature = message["DKIM-Signature"].replace(" ", "")
+    assert "d=billing.shop.example;" in signature
+    assert dkimpy.verify(received.data, dnsfunc=dns_for(signers.by_domain["billing.shop.example"]))
+
+    received, message = messages["plain"]
+    assert message["From"] == "Shop <no-reply@shop.example>"
+    assert message["Reply-To"] is None
+    assert "d=shop.example;" in message["DKIM-Signature"].replace(" ", "")
+    assert dkimpy.verify(received.data, dnsfunc=dns_for(signers.by_domain["shop.example"]))
+
+
+def test_a_sender_outside_the_sending_domains_writes_nothing(shop: Settings) -> None:
+    with pytest.raises(SenderNotAllowed, match=r"other\.example"):
+        add(shop, sender="x@other.example")
+    with pytest.raises(HeaderInjection):
+        add(shop, reply_to="help@example.net\r\nBcc: all@example.net")
+    assert query(shop, "SELECT count(*) FROM email_outbox") == [(0,)]
+
+
+def test_the_key_stands_for_the_sender_and_reply_to_too(shop: Settings) -> None:
+    add(shop, sender="billing@billing.shop.example", reply_to="help@example.net")
+    add(shop, sender="billing@BILLING.shop.example", reply_to=["help@example.net"])  # the same
+    with pytest.raises(IdempotencyConflict):
+        add(shop, sender="billing@billing.shop.example")
+    with pytest.raises(IdempotencyConflict):
+        add(shop, reply_to="help@example.net")
+    assert query(shop, "SELECT sender, reply_to FROM email_outbox") == [
+        ("billing@billing.shop.example", ["help@example.net"])
+    ]
+
+
+def test_a_row_without_fields_hashes_as_before(shop: Settings) -> None:
+    add(shop, "old")
+    add(shop, "old", sender="Shop <no-reply@shop.example>")  # OUTBOX_FROM given: the same email
+    assert query(shop, "SELECT count(*) FROM email_outbox") == [(1,)]
+
+
+def test_enqueue_many_takes_the_same_fields(shop: Settings) -> None:
+    with psycopg.connect(shop.database_url) as conn:
+        enqueue_many(
+            conn,
+            [
+                {
+                    "idempotency_key": f"nl-{i}",
+                    "to": f"r{i}@example.org",
+                    "template": "login_code",
+                    "params": LOGIN,
+                    "sender": "News <news@billing.shop.example>",
+                    "reply_to": "editor@example.net",
+                }
+                for i in range(3)
+            ],
+            settings=shop,
+        )
+        conn.commit()
+    for _, message in delivered(shop):
+        assert message["From"].addresses[0].addr_spec == "news@billing.shop.example"
+        assert message["Reply-To"] == "editor@example.net"
+    with psycopg.connect(shop.database_url) as conn, pytest.raises(SenderNotAllowed, match="#1"):
+        enqueue_many(
+            conn,
+            [
+                {
+                    "idempotency_key": "a",
+                    "to": "a@example.org",
+                    "template": "login_code",
+                    "params": LOGIN,
+                },
+                {
+                    "idempotency_key": "b",
+                    "to": "b@example.org",
+                    "template": "login_code",
+                    "params": LOGIN,
+                    "sender": "x@evil.example",
+                },
+            ],
+            settings=shop,
+        )
