@@ -94,6 +94,7 @@ class Settings:
     retry_jitter: str = "full"  # full | none (a baseline for measuring retry waves)
     on_uncertain: str = "retry"  # retry | hold
     max_params_bytes: int = 64 * 1024
+    max_content_bytes: int = 1024 * 1024  # subject, text and html of an email without a template
     pool_timeout: float = 10.0  # seconds a worker waits for a database connection from its pool
     outage_threshold: int = 3  # consecutive failures of our own sending path that mark it down
     outage_probe_seconds: float = 5.0  # while the sending path is down, one probe send this often
@@ -141,6 +142,7 @@ class Settings:
             "bulk_batch",
             "claim_batch",
             "max_attempts",
+            "max_content_bytes",
             "bounce_max_recipients",
             "bounce_max_messages",
             "bounce_peer_bytes_per_hour",

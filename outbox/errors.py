@@ -12,6 +12,7 @@
     │   ├── UnknownTemplate      no template of that name
     │   ├── MissingParams        the template needs params that were not given
     │   ├── InvalidParams        params are not a JSON object or are too large
+    │   ├── InvalidContent       an email without a template lacks its subject or body
     │   ├── InvalidKey           the idempotency key is empty, too long or has control characters
     │   └── IdempotencyConflict  the key exists with different content
     ├── StoreError               the database failed (the psycopg error is the __cause__)
@@ -70,6 +71,10 @@ class MissingParams(InvalidMessage):
 
 class InvalidParams(InvalidMessage):
     """The params are not a JSON object, or are too large."""
+
+
+class InvalidContent(InvalidMessage):
+    """An email without a template lacks its subject or body, or they are not valid."""
 
 
 class InvalidKey(InvalidMessage):

@@ -14,7 +14,7 @@ import psycopg
 from outbox.config import Settings, default_settings
 from outbox.db import store
 from outbox.errors import ConfigError, IdempotencyConflict, InvalidAddress, InvalidMessage
-from outbox.fields import senders
+from outbox.fields import inline, senders
 from outbox.message import attachments
 from outbox.message import versions as template_versions
 from outbox.message.message_id import message_id as derive_message_id
@@ -59,10 +59,13 @@ class _Row:
     content_hash: str
     message_id: str
     priority: str
-    template_version: str  # renders the same files on every attempt (outbox.message.versions)
+    template_version: str | None  # the same files on every attempt (None: inline content)
     trace_context: str | None = None  # the enqueue span's traceparent: the send joins it
     sender: str | None = None  # From: sender=, else OUTBOX_FROM, so workers need not agree
     reply_to: tuple[str, ...] = ()  # Reply-To mailboxes (outbox.fields.senders)
+    subject: str | None = None  # inline content (template '(inline)', outbox.fields.inline)
+    body_text: str | None = None
+    body_html: str | None = None
 
 
 def enqueue(
@@ -70,11 +73,14 @@ def enqueue(
     *,
     idempotency_key: str,
     to: str,
-    template: str,
+    template: str | None,  # None: the email's own subject, text and/or html below
     params: Mapping[str, Any] | None = None,
     priority: str | None = None,  # None: the template's default (template.toml), else bulk
     sender: str | None = None,  # From, within OUTBOX_SENDER_DOMAINS; None: OUTBOX_FROM
     reply_to: str | Sequence[str] | None = None,
+    subject: str | None = None,
+    text: str | None = None,
+    html: str | None = None,
     settings: Settings | None = None,
 ) -> Enqueued:
     """Add one email to the outbox in ``conn``'s current transaction.
@@ -93,7 +99,9 @@ def enqueue(
     ``sender`` sets the From (``"Billing <billing@example.com>"``); its domain
     must be one of ``OUTBOX_SENDER_DOMAINS`` (default: the domain of
     ``OUTBOX_FROM``), so DKIM and DMARC stay aligned. ``reply_to`` is one
-    address or a list of up to ten.
+    address or a list of up to ten. With ``template=None`` the email is its
+    own ``subject`` and ``text`` and/or ``html`` (text derived from the HTML
+    when absent), stored with the row.
     """
     settings = settings or default_settings()
     with (
@@ -108,7 +116,7 @@ def enqueue(
             template_name=template,
             params=params,
             priority=priority,
-            fields=_Fields(sender=sender, reply_to=reply_to),
+            fields=_Fields(sender=sender, reply_to=reply_to, subject=subject, text=text, html=html),
         )
         row = dataclasses.replace(row, trace_context=current_traceparent())
         result = store.insert_message(conn, **dataclasses.asdict(row))
@@ -143,7 +151,7 @@ def enqueue_many(
 
     Each mapping takes the keyword arguments of :func:`enqueue`
     (``idempotency_key``, ``to``, ``template``, ``params``, ``priority``,
-    ``sender``, ``reply_to``).
+    ``sender``, ``reply_to``, ``subject``, ``text``, ``html``).
     Rows are validated as they stream into Postgres by COPY, so checking and
     inserting run side by side; the first invalid row aborts the COPY and
     nothing is written.
@@ -185,7 +193,13 @@ def _validated_rows(
                 template_name=email.get("template"),
                 params=email.get("params"),
                 priority=email.get("priority"),
-                fields=_Fields(sender=email.get("sender"), reply_to=email.get("reply_to")),
+                fields=_Fields(
+                    sender=email.get("sender"),
+                    reply_to=email.get("reply_to"),
+                    subject=email.get("subject"),
+                    text=email.get("text"),
+                    html=email.get("html"),
+                ),
                 ready=ready,
             )
         except InvalidMessage as exc:
@@ -209,6 +223,9 @@ def _columns(row: _Row, trace_context: str | None) -> store.NewRow:
         trace_context,
         row.sender,
         list(row.reply_to) or None,
+        row.subject,
+        row.body_text,
+        row.body_html,
     )
 
 
@@ -226,8 +243,19 @@ def _validated(
 ) -> _Row:
     checked_key = check_key(key)
     recipient = normalize_address(to)
+    if template_name is None:
+        return _validated_inline(
+            settings,
+            key=checked_key,
+            recipient=recipient,
+            params=params,
+            priority=priority,
+            fields=fields,
+        )
     if not isinstance(template_name, str):
-        raise InvalidMessage("template must be a string")
+        raise InvalidMessage("template must be a string (or None, with subject and text or html)")
+    if (fields.subject, fields.text, fields.html) != (None, None, None):
+        raise InvalidMessage("subject, text and html are for an email without a template")
     template = ready.get(template_name) if ready is not None else None
     if template is None:
         template = template_set(settings.templates).get(template_name)
@@ -260,12 +288,55 @@ def _validated(
     )
 
 
+def _validated_inline(
+    settings: Settings,
+    *,
+    key: str,
+    recipient: str,
+    params: object,
+    priority: object,
+    fields: _Fields,
+) -> _Row:
+    """An email without a template: its own subject and bodies, stored with the row."""
+    content = inline.check_content(
+        fields.subject, fields.text, fields.html, max_bytes=settings.max_content_bytes
+    )
+    checked_priority = check_priority("bulk" if priority is None else priority)
+    params_json = dump_params(params, max_bytes=settings.max_params_bytes)
+    inline.check_inline_params(params)
+    attachments.references(
+        params or {},  # type: ignore[arg-type]  # a dict, checked above
+        directory=settings.attachments_dir,
+        max_bytes=settings.max_attachment_bytes,
+    )
+    sender, reply_to, hashed = _checked_fields(settings, fields)
+    hashed.update(content.hashed())
+    return _Row(
+        key=key,
+        recipient=recipient,
+        template=inline.INLINE,
+        params=params_json,
+        content_hash=content_hash(recipient, inline.INLINE, params_json, checked_priority, hashed),
+        message_id=derive_message_id(key, settings.message_id_domain, settings.secret),
+        priority=checked_priority.value,
+        template_version=None,
+        sender=sender,
+        reply_to=reply_to,
+        subject=content.subject,
+        body_text=content.text,
+        body_html=content.html,
+    )
+
+
 @dataclass(frozen=True, slots=True)
 class _Fields:
     """The per-message fields as the caller gave them (checked by outbox.fields)."""
 
     sender: object = None
     reply_to: object = None
+    subject: object = None
+    text: object = None
+    html: object = None
 
 
 def _checked_fields(

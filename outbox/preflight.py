@@ -43,6 +43,7 @@ READERS: dict[str, frozenset[str]] = {
     "attachments_dir": frozenset({"app", "worker"}),
     "max_attachment_bytes": frozenset({"app", "worker"}),
     "max_params_bytes": frozenset({"app"}),
+    "max_content_bytes": frozenset({"app"}),
     "bounce_domain": frozenset({"worker", "bounces"}),
     "secret": frozenset({"app", "worker", "web", "bounces"}),  # app: keyed Message-IDs
     "previous_secrets": frozenset({"worker", "web", "bounces"}),

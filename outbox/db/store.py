@@ -225,6 +225,9 @@ class OutboxRow:
     trace_context: str | None = None  # the business event's traceparent
     sender: str | None = None  # From, fixed at enqueue; None: enqueued before it was recorded
     reply_to: Sequence[str] = ()  # Reply-To mailboxes, fixed at enqueue
+    subject: str | None = None  # inline content (template '(inline)'); None for templates
+    body_text: str | None = None
+    body_html: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -288,6 +291,9 @@ def insert_message(
     trace_context: str | None = None,
     sender: str | None = None,
     reply_to: Sequence[str] | None = None,
+    subject: str | None = None,
+    body_text: str | None = None,
+    body_html: str | None = None,
 ) -> Inserted:
     args = {
         "key": key,
@@ -301,6 +307,9 @@ def insert_message(
         "trace_context": trace_context,
         "sender": sender,
         "reply_to": list(reply_to) if reply_to else None,
+        "subject": subject,
+        "body_text": body_text,
+        "body_html": body_html,
     }
     with translate_errors(), conn.cursor(row_factory=tuple_row) as cur:
         row = cur.execute(queries["insert_message"], args).fetchone()
@@ -314,10 +323,12 @@ def insert_message(
 
 
 # key, recipient, template, params, content_hash, message_id, priority,
-# template_version, trace_context, sender, reply_to: the columns enqueue_many writes
+# template_version, trace_context, sender, reply_to, subject, body_text, body_html:
+# the columns enqueue_many writes
 NewRow = tuple[
-    str, str, str, str, str, str, str, str | None, str | None, str | None, list[str] | None
-]
+    str, str, str, str, str, str, str, str | None, str | None, str | None, list[str] | None,
+    str | None, str | None, str | None,
+]  # fmt: skip
 
 
 def insert_many(conn: Conn, rows: Iterable[NewRow]) -> InsertedMany:

@@ -14,6 +14,8 @@ from functools import cache
 
 from outbox.config import Settings
 from outbox.db.store import Conn, OutboxRow
+from outbox.errors import TemplateError
+from outbox.fields.inline import INLINE
 from outbox.message import attachments
 from outbox.message import list_unsubscribe as unsubscribe
 from outbox.message import versions as template_versions
@@ -38,7 +40,11 @@ class Composer:
     def render(
         self, row: OutboxRow, connect: Callable[[], AbstractContextManager[Conn]]
     ) -> Rendered:
-        """The row's template at the version it was enqueued with."""
+        """The row's template at the version it was enqueued with, or its inline content."""
+        if row.template == INLINE:
+            if row.subject is None or row.body_text is None:
+                raise TemplateError(f"row {row.id} has no template and no stored content")
+            return Rendered(row.subject, row.body_text, row.body_html)
         template = template_versions.resolve(
             self.templates, row.template, row.template_version, connect
         )

@@ -13,7 +13,16 @@ import dkim as dkimpy
 import psycopg
 import pytest
 
-from outbox import HeaderInjection, IdempotencyConflict, SenderNotAllowed, enqueue, enqueue_many
+from outbox import (
+    HeaderInjection,
+    IdempotencyConflict,
+    InvalidContent,
+    InvalidMessage,
+    InvalidParams,
+    SenderNotAllowed,
+    enqueue,
+    enqueue_many,
+)
 from outbox.config import Settings
 from outbox.message.sign import Signers
 from outbox.testing.sink import Received
@@ -163,3 +172,73 @@ def test_enqueue_many_takes_the_same_fields(shop: Settings) -> None:
             ],
             settings=shop,
         )
+
+
+def add_inline(settings: Settings, key: str = "inline", **content: Any) -> None:
+    with psycopg.connect(settings.database_url) as conn:
+        enqueue(
+            conn, idempotency_key=key, to="alice@example.org", template=None, settings=settings,
+            **content,
+        )  # fmt: skip
+        conn.commit()
+
+
+def test_inline_html_goes_with_a_text_part_derived_once(shop: Settings) -> None:
+    html = '<h1>Welcome, Ünal</h1><p>Your <a href="https://shop.example/a">account</a>.</p>'
+    add_inline(shop, subject="Willkommen bei Shop", html=html, priority="high")
+    ((_, message),) = delivered(shop)
+    assert message["Subject"] == "Willkommen bei Shop"
+    assert message.get_content_type() == "multipart/alternative"
+    text, rich = message.iter_parts()
+    assert rich.get_content().replace("\r\n", "\n") == html
+    assert "Welcome, Ünal" in text.get_content()
+    assert "account <https://shop.example/a>" in text.get_content()
+    stored = query(shop, "SELECT template, template_version, subject, body_text FROM email_outbox")
+    assert stored[0][:3] == ("(inline)", None, "Willkommen bei Shop")
+    assert stored[0][3] == text.get_content().replace("\r\n", "\n")
+
+
+def test_inline_text_only_is_one_plain_part(shop: Settings) -> None:
+    add_inline(shop, subject="Plain", text="Just text.\n-- \nShop\n")
+    ((_, message),) = delivered(shop)
+    assert message.get_content_type() == "text/plain"
+    assert message.get_content().replace("\r\n", "\n") == "Just text.\n-- \nShop\n"
+
+
+def test_every_attempt_sends_the_same_inline_bytes(settings: Settings) -> None:
+    # Without DKIM, whose timestamp is the one part that may differ between attempts.
+    add_inline(settings, subject="Again", text="Same bytes", html="<p>Same ü bytes</p>")
+    ((first, _),) = delivered(settings)
+    query(settings, "UPDATE email_outbox SET status = 'pending' RETURNING id")
+    ((second, _),) = delivered(settings)
+    assert first.data == second.data
+    assert query(settings, "SELECT attempts, status FROM email_outbox") == [(2, "sent")]
+
+
+def test_inline_content_is_part_of_the_key(shop: Settings) -> None:
+    add_inline(shop, subject="Hi", text="one")
+    add_inline(shop, subject="Hi", text="one")
+    with pytest.raises(IdempotencyConflict):
+        add_inline(shop, subject="Hi", text="two")
+    with pytest.raises(IdempotencyConflict):
+        add_inline(shop, subject="Hi!", text="one")
+    assert query(shop, "SELECT count(*) FROM email_outbox") == [(1,)]
+
+
+@pytest.mark.parametrize(
+    ("content", "error"),
+    [
+        ({"text": "no subject"}, InvalidContent),
+        ({"subject": "no body"}, InvalidContent),
+        ({"subject": "a\nb", "text": "x"}, HeaderInjection),
+        ({"subject": "x", "text": "x", "params": {"name": "A"}}, InvalidParams),
+    ],
+)
+def test_bad_inline_content_writes_nothing(
+    shop: Settings, content: dict[str, Any], error: type[Exception]
+) -> None:
+    with pytest.raises(error):
+        add_inline(shop, **content)
+    with pytest.raises(InvalidMessage, match="without a template"):
+        add(shop, subject="A template has its own subject")
+    assert query(shop, "SELECT count(*) FROM email_outbox") == [(0,)]

@@ -8,12 +8,14 @@ WITH suppression AS (
 ), inserted AS (
     INSERT INTO email_outbox
         (idempotency_key, recipient, template, params, content_hash, message_id, priority, status,
-         status_reason, template_version, trace_context, sender, reply_to)
+         status_reason, template_version, trace_context, sender, reply_to, subject, body_text,
+         body_html)
     SELECT %(key)s, %(recipient)s, %(template)s, %(params)s, %(content_hash)s, %(message_id)s,
            %(priority)s,
            CASE WHEN s.reason IS NULL THEN 'pending' ELSE 'suppressed' END,
            CASE WHEN s.reason IS NULL THEN 'enqueued' ELSE 'recipient suppressed: ' || s.reason END,
-           %(template_version)s, %(trace_context)s, %(sender)s, %(reply_to)s
+           %(template_version)s, %(trace_context)s, %(sender)s, %(reply_to)s, %(subject)s,
+           %(body_text)s, %(body_html)s
     FROM (SELECT 1) AS one LEFT JOIN suppression s ON true
     ON CONFLICT (idempotency_key) DO NOTHING
     RETURNING id, message_id, content_hash, priority, status
@@ -44,7 +46,7 @@ SELECT coalesce(pg_sequence_last_value(pg_get_serial_sequence('email_outbox', 'i
 -- New rows straight into the outbox (keys never seen: a known key fails the COPY).
 COPY email_outbox
     (idempotency_key, recipient, template, params, content_hash, message_id, priority,
-     template_version, trace_context, sender, reply_to)
+     template_version, trace_context, sender, reply_to, subject, body_text, body_html)
 FROM STDIN;
 
 -- copied_rows --
@@ -72,7 +74,7 @@ WHERE o.id = s.id;
 CREATE TEMP TABLE IF NOT EXISTS email_outbox_staging (
     idempotency_key text, recipient text, template text, params jsonb,
     content_hash text, message_id text, priority text, template_version text, trace_context text,
-    sender text, reply_to text[]
+    sender text, reply_to text[], subject text, body_text text, body_html text
 ) ON COMMIT DELETE ROWS;
 
 -- clear_staging --
@@ -83,7 +85,7 @@ TRUNCATE email_outbox_staging;
 -- Bulk-load validated rows into the scratch table.
 COPY email_outbox_staging
     (idempotency_key, recipient, template, params, content_hash, message_id, priority,
-     template_version, trace_context, sender, reply_to)
+     template_version, trace_context, sender, reply_to, subject, body_text, body_html)
 FROM STDIN;
 
 -- staging_conflicts --
@@ -98,12 +100,14 @@ LIMIT 5;
 -- suppressed recipients get `suppressed` audit rows.
 INSERT INTO email_outbox
     (idempotency_key, recipient, template, params, content_hash, message_id, priority, status,
-     status_reason, template_version, trace_context, sender, reply_to)
+     status_reason, template_version, trace_context, sender, reply_to, subject, body_text,
+     body_html)
 SELECT s.idempotency_key, s.recipient, s.template, s.params, s.content_hash, s.message_id,
        s.priority,
        CASE WHEN x.reason IS NULL THEN 'pending' ELSE 'suppressed' END,
        CASE WHEN x.reason IS NULL THEN 'enqueued' ELSE 'recipient suppressed: ' || x.reason END,
-       s.template_version, s.trace_context, s.sender, s.reply_to
+       s.template_version, s.trace_context, s.sender, s.reply_to, s.subject, s.body_text,
+       s.body_html
 FROM email_outbox_staging s
 LEFT JOIN email_suppression x
     ON x.address = lower(s.recipient) AND (x.scope = 'all' OR s.priority = 'bulk')
@@ -168,7 +172,7 @@ SET status = 'sending', status_reason = 'taken by worker', attempts = attempts +
 WHERE id = ANY(%(ids)s) AND status = 'queued'
 RETURNING id, idempotency_key, recipient, template, params, message_id, priority, attempts,
           created_at, greatest(created_at, requeued_at) AS age_from, template_version, trace_context,
-          sender, coalesce(reply_to, '{}');
+          sender, coalesce(reply_to, '{}'), subject, body_text, body_html;
 
 -- record_results --
 -- Store each attempt and its row's new state in one statement. The attempt is
