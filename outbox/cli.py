@@ -101,6 +101,7 @@ def _parser() -> argparse.ArgumentParser:  # noqa: PLR0915 (one statement per co
     command("sweep", cmd_sweep, "return rows stuck in queued or sending, once")
     status = command("status", cmd_status, "rows per status and priority, oldest unsent age")
     status.add_argument("--json", action="store_true", help="machine-readable output")
+    status.add_argument("--tag", help="count only the emails enqueued with this tag")
     show = command("show", cmd_show, "one email with its attempts and status changes")
     which_email = show.add_mutually_exclusive_group(required=True)
     which_email.add_argument("ref", nargs="?", metavar="KEY|MESSAGE-ID")
@@ -290,7 +291,8 @@ def cmd_status(settings: Settings, args: argparse.Namespace) -> int:
     else:
         with conn:
             try:
-                counts = store.status_counts(conn)
+                tag = args.tag
+                counts = store.status_counts_by_tag(conn, tag) if tag else store.status_counts(conn)
                 oldest = store.oldest_unsent(conn)
                 paced = store.paced_pending(conn)
             except OutboxError:
@@ -301,12 +303,15 @@ def cmd_status(settings: Settings, args: argparse.Namespace) -> int:
     if args.json:
         report = {
             "counts": [{"status": s, "priority": p, "count": n} for s, p, n in counts],
+            **({"tag": args.tag} if args.tag else {}),
             "oldest_unsent_seconds": oldest,
             "paced_pending": paced,
             "health": health.as_dict(),
         }
         print(json.dumps(report, indent=2))
         return 0 if health.ok else 1
+    if args.tag:
+        print(f"emails tagged {args.tag}:")
     print(f"{'status':<10} {'priority':<8} {'count':>10}")
     for status, priority, count in counts:
         print(f"{status:<10} {priority:<8} {count:>10}")

@@ -13,6 +13,7 @@
     │   ├── MissingParams        the template needs params that were not given
     │   ├── InvalidParams        params are not a JSON object or are too large
     │   ├── InvalidContent       an email without a template lacks its subject or body
+    │   ├── InvalidField         a header, tag or metadata entry is not allowed or too large
     │   ├── InvalidKey           the idempotency key is empty, too long or has control characters
     │   └── IdempotencyConflict  the key exists with different content
     ├── StoreError               the database failed (the psycopg error is the __cause__)
@@ -75,6 +76,10 @@ class InvalidParams(InvalidMessage):
 
 class InvalidContent(InvalidMessage):
     """An email without a template lacks its subject or body, or they are not valid."""
+
+
+class InvalidField(InvalidMessage):
+    """A header, tag or metadata entry is not allowed, malformed or too large."""
 
 
 class InvalidKey(InvalidMessage):

@@ -9,12 +9,13 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
+import orjson
 import psycopg
 
 from outbox.config import Settings, default_settings
 from outbox.db import store
 from outbox.errors import ConfigError, IdempotencyConflict, InvalidAddress, InvalidMessage
-from outbox.fields import inline, senders
+from outbox.fields import extra_headers, inline, labels, senders
 from outbox.message import attachments
 from outbox.message import versions as template_versions
 from outbox.message.message_id import message_id as derive_message_id
@@ -24,6 +25,7 @@ from outbox.telemetry.tracing import (
     current_traceparent,
     email_attributes,
     failures_by_type,
+    label_attributes,
     tracer,
 )
 from outbox.validate import (
@@ -66,6 +68,9 @@ class _Row:
     subject: str | None = None  # inline content (template '(inline)', outbox.fields.inline)
     body_text: str | None = None
     body_html: str | None = None
+    headers: str | None = None  # JSON [[name, value], ...] (outbox.fields.extra_headers)
+    tags: tuple[str, ...] = ()  # outbox.fields.labels
+    metadata: str | None = None  # JSON object (outbox.fields.labels)
 
 
 def enqueue(
@@ -81,6 +86,9 @@ def enqueue(
     subject: str | None = None,
     text: str | None = None,
     html: str | None = None,
+    headers: Mapping[str, str] | None = None,
+    tags: Sequence[str] | None = None,
+    metadata: Mapping[str, str | int | float | bool] | None = None,
     settings: Settings | None = None,
 ) -> Enqueued:
     """Add one email to the outbox in ``conn``'s current transaction.
@@ -101,7 +109,9 @@ def enqueue(
     ``OUTBOX_FROM``), so DKIM and DMARC stay aligned. ``reply_to`` is one
     address or a list of up to ten. With ``template=None`` the email is its
     own ``subject`` and ``text`` and/or ``html`` (text derived from the HTML
-    when absent), stored with the row.
+    when absent), stored with the row. ``headers`` adds X-* and a few
+    standard headers; ``tags`` and ``metadata`` label the email for
+    ``outbox show``, ``outbox status --tag``, spans and the providers' tags.
     """
     settings = settings or default_settings()
     with (
@@ -116,7 +126,16 @@ def enqueue(
             template_name=template,
             params=params,
             priority=priority,
-            fields=_Fields(sender=sender, reply_to=reply_to, subject=subject, text=text, html=html),
+            fields=_Fields(
+                sender=sender,
+                reply_to=reply_to,
+                subject=subject,
+                text=text,
+                html=html,
+                headers=headers,
+                tags=tags,
+                metadata=metadata,
+            ),
         )
         row = dataclasses.replace(row, trace_context=current_traceparent())
         result = store.insert_message(conn, **dataclasses.asdict(row))
@@ -129,6 +148,13 @@ def enqueue(
                     template=row.template,
                     priority=row.priority,
                     recipient=row.recipient,
+                    tag_secret=settings.secret,
+                )
+            )
+            span.set_attributes(
+                label_attributes(
+                    row.tags,
+                    orjson.loads(row.metadata) if row.metadata else {},
                     tag_secret=settings.secret,
                 )
             )
@@ -151,7 +177,8 @@ def enqueue_many(
 
     Each mapping takes the keyword arguments of :func:`enqueue`
     (``idempotency_key``, ``to``, ``template``, ``params``, ``priority``,
-    ``sender``, ``reply_to``, ``subject``, ``text``, ``html``).
+    ``sender``, ``reply_to``, ``subject``, ``text``, ``html``, ``headers``,
+    ``tags``, ``metadata``).
     Rows are validated as they stream into Postgres by COPY, so checking and
     inserting run side by side; the first invalid row aborts the COPY and
     nothing is written.
@@ -199,6 +226,9 @@ def _validated_rows(
                     subject=email.get("subject"),
                     text=email.get("text"),
                     html=email.get("html"),
+                    headers=email.get("headers"),
+                    tags=email.get("tags"),
+                    metadata=email.get("metadata"),
                 ),
                 ready=ready,
             )
@@ -226,6 +256,9 @@ def _columns(row: _Row, trace_context: str | None) -> store.NewRow:
         row.subject,
         row.body_text,
         row.body_html,
+        row.headers,
+        list(row.tags) or None,
+        row.metadata,
     )
 
 
@@ -273,18 +306,23 @@ def _validated(
         directory=settings.attachments_dir,
         max_bytes=settings.max_attachment_bytes,
     )
-    sender, reply_to, hashed = _checked_fields(settings, fields)
+    checked = _checked_fields(settings, fields)
     return _Row(
         key=checked_key,
         recipient=recipient,
         template=template_name,
         params=params_json,
-        content_hash=content_hash(recipient, template_name, params_json, checked_priority, hashed),
+        content_hash=content_hash(
+            recipient, template_name, params_json, checked_priority, checked.hashed
+        ),
         message_id=derive_message_id(checked_key, settings.message_id_domain, settings.secret),
         priority=checked_priority.value,
         template_version=template.version,
-        sender=sender,
-        reply_to=reply_to,
+        sender=checked.sender,
+        reply_to=checked.reply_to,
+        headers=checked.headers,
+        tags=checked.tags,
+        metadata=checked.metadata,
     )
 
 
@@ -309,8 +347,8 @@ def _validated_inline(
         directory=settings.attachments_dir,
         max_bytes=settings.max_attachment_bytes,
     )
-    sender, reply_to, hashed = _checked_fields(settings, fields)
-    hashed.update(content.hashed())
+    checked = _checked_fields(settings, fields)
+    hashed = {**checked.hashed, **content.hashed()}
     return _Row(
         key=key,
         recipient=recipient,
@@ -320,8 +358,11 @@ def _validated_inline(
         message_id=derive_message_id(key, settings.message_id_domain, settings.secret),
         priority=checked_priority.value,
         template_version=None,
-        sender=sender,
-        reply_to=reply_to,
+        sender=checked.sender,
+        reply_to=checked.reply_to,
+        headers=checked.headers,
+        tags=checked.tags,
+        metadata=checked.metadata,
         subject=content.subject,
         body_text=content.text,
         body_html=content.html,
@@ -337,12 +378,25 @@ class _Fields:
     subject: object = None
     text: object = None
     html: object = None
+    headers: object = None
+    tags: object = None
+    metadata: object = None
 
 
-def _checked_fields(
-    settings: Settings, fields: _Fields
-) -> tuple[str, tuple[str, ...], dict[str, Any]]:
-    """The stored sender and reply-to, and the fields the content hash covers."""
+@dataclass(frozen=True, slots=True)
+class _Checked:
+    """The per-message fields as stored, and what of them the content hash covers."""
+
+    hashed: dict[str, Any]
+    sender: str
+    reply_to: tuple[str, ...]
+    headers: str | None
+    tags: tuple[str, ...]
+    metadata: str | None
+
+
+def _checked_fields(settings: Settings, fields: _Fields) -> _Checked:
+    # Only the fields given are hashed: an email without them hashes as before they existed.
     hashed: dict[str, Any] = {}
     sender = settings.sender
     if fields.sender is not None:
@@ -352,7 +406,23 @@ def _checked_fields(
     reply_to = senders.check_reply_to(fields.reply_to)
     if reply_to:
         hashed["reply_to"] = list(reply_to)
-    return sender, reply_to, hashed
+    headers = extra_headers.check_headers(fields.headers)
+    if headers:
+        hashed["headers"] = [list(pair) for pair in headers]
+    tags = labels.check_tags(fields.tags)
+    if tags:
+        hashed["tags"] = list(tags)
+    metadata = labels.check_metadata(fields.metadata)
+    if metadata:
+        hashed["metadata"] = metadata
+    return _Checked(
+        hashed=hashed,
+        sender=sender,
+        reply_to=reply_to,
+        headers=orjson.dumps(hashed["headers"]).decode() if headers else None,
+        tags=tags,
+        metadata=orjson.dumps(metadata).decode() if metadata else None,
+    )
 
 
 @lru_cache(maxsize=8)

@@ -228,6 +228,9 @@ class OutboxRow:
     subject: str | None = None  # inline content (template '(inline)'); None for templates
     body_text: str | None = None
     body_html: str | None = None
+    headers: Sequence[Sequence[str]] = ()  # the caller's own headers, [name, value] pairs
+    tags: Sequence[str] = ()
+    metadata: dict[str, Any] = dataclasses.field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -294,6 +297,9 @@ def insert_message(
     subject: str | None = None,
     body_text: str | None = None,
     body_html: str | None = None,
+    headers: str | None = None,  # JSON text
+    tags: Sequence[str] | None = None,
+    metadata: str | None = None,  # JSON text
 ) -> Inserted:
     args = {
         "key": key,
@@ -310,6 +316,9 @@ def insert_message(
         "subject": subject,
         "body_text": body_text,
         "body_html": body_html,
+        "headers": headers,
+        "tags": list(tags) if tags else None,
+        "metadata": metadata,
     }
     with translate_errors(), conn.cursor(row_factory=tuple_row) as cur:
         row = cur.execute(queries["insert_message"], args).fetchone()
@@ -323,11 +332,11 @@ def insert_message(
 
 
 # key, recipient, template, params, content_hash, message_id, priority,
-# template_version, trace_context, sender, reply_to, subject, body_text, body_html:
-# the columns enqueue_many writes
+# template_version, trace_context, sender, reply_to, subject, body_text, body_html,
+# headers, tags, metadata: the columns enqueue_many writes
 NewRow = tuple[
     str, str, str, str, str, str, str, str | None, str | None, str | None, list[str] | None,
-    str | None, str | None, str | None,
+    str | None, str | None, str | None, str | None, list[str] | None, str | None,
 ]  # fmt: skip
 
 
@@ -545,6 +554,12 @@ def paced_pending(conn: Conn) -> dict[str, int]:
 def oldest_unsent(conn: Conn) -> dict[str, float]:
     with translate_errors():
         return {r[0]: float(r[1]) for r in conn.execute(queries["oldest_unsent"]).fetchall()}
+
+
+def status_counts_by_tag(conn: Conn, tag: str) -> list[tuple[str, str, int]]:
+    with translate_errors():
+        rows = conn.execute(queries["status_counts_by_tag"], {"tag": tag}).fetchall()
+    return [(r[0], r[1], int(r[2])) for r in rows]
 
 
 def find_message(conn: Conn, ref: str) -> dict[str, Any] | None:

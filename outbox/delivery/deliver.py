@@ -30,6 +30,7 @@ from outbox.delivery.outage import SharedBreaker, describe_failure, is_path_fail
 from outbox.delivery.retry import RetryPolicy, decide
 from outbox.delivery.writer import ResultWriter
 from outbox.errors import AttachmentUnavailable, OutboxError, StoreError
+from outbox.fields import labels
 from outbox.message.compose import composer
 from outbox.message.render import template_set
 from outbox.message.return_path import return_path
@@ -43,6 +44,7 @@ from outbox.telemetry.tracing import (
     context_from,
     email_attributes,
     failures_by_type,
+    label_attributes,
     span_context_from,
     tracer,
 )
@@ -79,6 +81,7 @@ def _describe_attempt(
             tag_secret=redactor.tag_secret,
         )
     )
+    span.set_attributes(label_attributes(row.tags, row.metadata, tag_secret=redactor.tag_secret))
     span.set_attribute("outbox.attempt", record.attempt)
     # Reply texts name addresses ("550 5.1.1 <bob@example.org>"): tagged in the span.
     reason = redactor.text(record.reason)
@@ -416,6 +419,8 @@ class Delivery:
             message_id=row.message_id,
             idempotency_key=row.idempotency_key,
             smtputf8=ascii_recipient is None,
+            tags=tuple(row.tags),
+            metadata=tuple((k, labels.as_text(v)) for k, v in row.metadata.items()),
         )
 
     def _return_path(self, row: store.OutboxRow) -> str:

@@ -19,7 +19,7 @@ from outbox.fields.inline import INLINE
 from outbox.message import attachments
 from outbox.message import list_unsubscribe as unsubscribe
 from outbox.message import versions as template_versions
-from outbox.message.build import Envelope, build_message
+from outbox.message.build import Envelope, build_message, encode_header_value
 from outbox.message.render import Rendered, template_set
 from outbox.message.return_path import return_path
 from outbox.message.sign import Signers
@@ -88,7 +88,7 @@ class Composer:
             subject=rendered.subject,
             message_id=row.message_id,
             date=row.created_at,
-            extra_headers=self.headers(row),
+            extra_headers=self.headers(row) + _own_headers(row),
             reply_to=tuple(row.reply_to),
         )
         files = (
@@ -104,6 +104,11 @@ class Composer:
         # Signed by the From's own domain, so DMARC aligns for every sender= allowed.
         signer = self.signers.for_domain(parseaddr(sender)[1].rpartition("@")[2])
         return signer.sign(data) if signer else data
+
+
+def _own_headers(row: OutboxRow) -> tuple[tuple[str, str], ...]:
+    """The caller's headers (checked at enqueue), non-ASCII values RFC 2047 encoded."""
+    return tuple((name, encode_header_value(name, value)) for name, value in row.headers)
 
 
 @cache

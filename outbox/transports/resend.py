@@ -40,7 +40,7 @@ from typing import Any
 from outbox.fields.senders import format_mailbox
 from outbox.models import HttpReply, Reply, Stage
 from outbox.transports import http
-from outbox.transports.base import OutgoingMessage
+from outbox.transports.base import OutgoingMessage, provider_tags
 from outbox.transports.parts import split
 
 API_URL = "https://api.resend.com"
@@ -89,6 +89,9 @@ def payload(message: OutgoingMessage) -> dict[str, Any]:
         body["html"] = parts.html
     if parts.reply_to:
         body["reply_to"] = parts.reply_to
+    tags = provider_tags(message)
+    if tags:
+        body["tags"] = [{"name": name, "value": value} for name, value in tags]
     if parts.files:
         body["attachments"] = [
             {

@@ -5,6 +5,8 @@ from __future__ import annotations
 import dataclasses
 import email
 import email.policy
+import json
+import re
 from email.message import EmailMessage
 from pathlib import Path
 from typing import Any
@@ -17,6 +19,7 @@ from outbox import (
     HeaderInjection,
     IdempotencyConflict,
     InvalidContent,
+    InvalidField,
     InvalidMessage,
     InvalidParams,
     SenderNotAllowed,
@@ -26,7 +29,18 @@ from outbox import (
 from outbox.config import Settings
 from outbox.message.sign import Signers
 from outbox.testing.sink import Received
+from outbox.transports.base import OutgoingMessage
 from tests.integration.helpers import LOGIN, harness, query
+from tests.integration.providers.postmark import FakePostmark
+from tests.integration.providers.resend import FakeResend
+from tests.integration.providers.ses import FakeSes
+from tests.integration.test_cli import outbox
+from tests.integration.test_providers import (
+    _only_loopback,  # noqa: F401  # the providers' fakes need it: autouse, loopback only
+    postmark_transport,
+    resend_transport,
+    ses_transport,
+)
 from tests.unit.test_dkim import dns_for, ed25519_pem, rsa_pem
 
 
@@ -242,3 +256,100 @@ def test_bad_inline_content_writes_nothing(
     with pytest.raises(InvalidMessage, match="without a template"):
         add(shop, subject="A template has its own subject")
     assert query(shop, "SELECT count(*) FROM email_outbox") == [(0,)]
+
+
+def test_caller_headers_reach_the_message_and_keep_the_signature(shop: Settings) -> None:
+    add(
+        shop,
+        headers={
+            "X-Campaign": "spring-2026",
+            "X-Note": "Grüße aus Köln",
+            "List-Id": "Shop news <news.shop.example>",
+            "In-Reply-To": "<ticket-1@shop.example>",
+            "References": "<ticket-0@shop.example> <ticket-1@shop.example>",
+        },
+    )
+    ((received, message),) = delivered(shop)
+    assert message["X-Campaign"] == "spring-2026"
+    assert message["X-Note"] == "Grüße aus Köln"
+    assert b"X-Note: =?utf-8?" in received.data  # encoded, not raw UTF-8
+    assert message["List-Id"] == "Shop news <news.shop.example>"
+    assert message["In-Reply-To"] == "<ticket-1@shop.example>"
+    assert message["References"] == "<ticket-0@shop.example> <ticket-1@shop.example>"
+    assert len(message.get_all("From")) == 1
+    signer = Signers.from_settings(shop).by_domain["shop.example"]
+    assert dkimpy.verify(received.data, dnsfunc=dns_for(signer))
+
+
+def test_a_refused_header_writes_nothing(shop: Settings) -> None:
+    with pytest.raises(InvalidField, match="Bcc"):
+        add(shop, headers={"Bcc": "everyone@example.org"})
+    with pytest.raises(HeaderInjection):
+        add(shop, headers={"X-A": "x\r\nBcc: everyone@example.org"})
+    with pytest.raises(InvalidField, match="tag"):
+        add(shop, tags=["not a tag"])
+    assert query(shop, "SELECT count(*) FROM email_outbox") == [(0,)]
+
+
+def test_tags_and_metadata_are_stored_shown_and_counted(shop: Settings) -> None:
+    metadata = {"order_id": "1001", "customer": "bob@example.net", "items": 3}
+    add(shop, "tagged-1", tags=["welcome", "v2"], metadata=metadata)
+    add(shop, "tagged-2", tags=["welcome"])
+    add(shop, "untagged")
+    with pytest.raises(IdempotencyConflict):
+        add(shop, "tagged-2", tags=["other"])
+    assert query(shop, "SELECT tags, metadata FROM email_outbox WHERE id = 1") == [
+        (["welcome", "v2"], metadata)
+    ]
+    shown = outbox(shop, "show", "tagged-1", "--json")
+    assert shown.returncode == 0, shown.stderr
+    email_row = json.loads(shown.stdout)["email"]
+    assert email_row["tags"] == ["welcome", "v2"]
+    assert email_row["metadata"]["order_id"] == "1001"
+    assert "bob@example.net" not in shown.stdout  # an address in metadata only as a tag
+    text = outbox(shop, "show", "tagged-1")
+    assert "welcome" in text.stdout
+    assert "bob@example.net" not in text.stdout
+    status = outbox(shop, "status", "--tag", "welcome", "--json")
+    report = json.loads(status.stdout)
+    assert report["tag"] == "welcome"
+    assert report["counts"] == [{"status": "pending", "priority": "high", "count": 2}]
+    plain = outbox(shop, "status", "--tag", "v2")
+    assert "emails tagged v2:" in plain.stdout
+    assert re.search(r"pending\s+high\s+1\b", plain.stdout)
+
+
+def test_providers_get_the_tags_and_metadata(settings: Settings) -> None:
+    message = OutgoingMessage(
+        envelope_from="no-reply@shop.example",
+        recipient="alice@example.com",
+        data=b"From: Shop <no-reply@shop.example>\r\nTo: alice@example.com\r\nSubject: hi\r\n"
+        b"Message-ID: <m1@shop.example>\r\nMIME-Version: 1.0\r\n"
+        b"Content-Type: text/plain; charset=utf-8\r\n\r\nhello\r\n",
+        message_id="<m1@shop.example>",
+        idempotency_key="k",
+        tags=("welcome", "v2"),
+        metadata=(("order_id", "1001"), ("note", "two words")),
+    )
+    with FakePostmark() as fake, postmark_transport(fake) as transport:
+        transport.send(message)
+    (accepted,) = fake.accepted
+    assert accepted.email["Tag"] == "welcome"
+    assert accepted.email["Metadata"] == {"order_id": "1001", "note": "two words"}
+    with FakeResend() as fake_r, resend_transport(fake_r) as resend:
+        resend.send(message)
+    (sent,) = fake_r.accepted
+    assert sent.email["tags"] == [
+        {"name": "welcome", "value": "true"},
+        {"name": "v2", "value": "true"},
+        {"name": "order_id", "value": "1001"},
+    ]
+    with FakeSes() as fake_s, ses_transport(fake_s) as ses:
+        ses.send(message)
+    (request,) = fake_s.accepted
+    assert request.params["EmailTags"] == [
+        {"Name": "welcome", "Value": "true"},
+        {"Name": "v2", "Value": "true"},
+        {"Name": "order_id", "Value": "1001"},
+    ]
+    assert b"welcome" not in request.params["Content"]["Raw"]["Data"]  # never in the message

@@ -10,9 +10,10 @@ import outbox
 def test_public_names() -> None:
     assert sorted(outbox.__all__) == [
         "ConfigError", "Enqueued", "HeaderInjection", "IdempotencyConflict", "InvalidAddress",
-        "InvalidContent", "InvalidKey", "InvalidMessage", "InvalidParams", "MissingParams",
-        "OutboxError", "Priority", "SenderNotAllowed", "Settings", "Status", "StoreError",
-        "TemplateError", "TransportError", "UnknownTemplate", "enqueue", "enqueue_many",
+        "InvalidContent", "InvalidField", "InvalidKey", "InvalidMessage", "InvalidParams",
+        "MissingParams", "OutboxError", "Priority", "SenderNotAllowed", "Settings", "Status",
+        "StoreError", "TemplateError", "TransportError", "UnknownTemplate", "enqueue",
+        "enqueue_many",
     ]  # fmt: skip
     for name in outbox.__all__:
         assert getattr(outbox, name).__module__.startswith("outbox.")

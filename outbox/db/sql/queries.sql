@@ -9,13 +9,13 @@ WITH suppression AS (
     INSERT INTO email_outbox
         (idempotency_key, recipient, template, params, content_hash, message_id, priority, status,
          status_reason, template_version, trace_context, sender, reply_to, subject, body_text,
-         body_html)
+         body_html, headers, tags, metadata)
     SELECT %(key)s, %(recipient)s, %(template)s, %(params)s, %(content_hash)s, %(message_id)s,
            %(priority)s,
            CASE WHEN s.reason IS NULL THEN 'pending' ELSE 'suppressed' END,
            CASE WHEN s.reason IS NULL THEN 'enqueued' ELSE 'recipient suppressed: ' || s.reason END,
            %(template_version)s, %(trace_context)s, %(sender)s, %(reply_to)s, %(subject)s,
-           %(body_text)s, %(body_html)s
+           %(body_text)s, %(body_html)s, %(headers)s, %(tags)s, %(metadata)s
     FROM (SELECT 1) AS one LEFT JOIN suppression s ON true
     ON CONFLICT (idempotency_key) DO NOTHING
     RETURNING id, message_id, content_hash, priority, status
@@ -46,7 +46,8 @@ SELECT coalesce(pg_sequence_last_value(pg_get_serial_sequence('email_outbox', 'i
 -- New rows straight into the outbox (keys never seen: a known key fails the COPY).
 COPY email_outbox
     (idempotency_key, recipient, template, params, content_hash, message_id, priority,
-     template_version, trace_context, sender, reply_to, subject, body_text, body_html)
+     template_version, trace_context, sender, reply_to, subject, body_text, body_html, headers,
+     tags, metadata)
 FROM STDIN;
 
 -- copied_rows --
@@ -74,7 +75,8 @@ WHERE o.id = s.id;
 CREATE TEMP TABLE IF NOT EXISTS email_outbox_staging (
     idempotency_key text, recipient text, template text, params jsonb,
     content_hash text, message_id text, priority text, template_version text, trace_context text,
-    sender text, reply_to text[], subject text, body_text text, body_html text
+    sender text, reply_to text[], subject text, body_text text, body_html text, headers jsonb,
+    tags text[], metadata jsonb
 ) ON COMMIT DELETE ROWS;
 
 -- clear_staging --
@@ -85,7 +87,8 @@ TRUNCATE email_outbox_staging;
 -- Bulk-load validated rows into the scratch table.
 COPY email_outbox_staging
     (idempotency_key, recipient, template, params, content_hash, message_id, priority,
-     template_version, trace_context, sender, reply_to, subject, body_text, body_html)
+     template_version, trace_context, sender, reply_to, subject, body_text, body_html, headers,
+     tags, metadata)
 FROM STDIN;
 
 -- staging_conflicts --
@@ -101,13 +104,13 @@ LIMIT 5;
 INSERT INTO email_outbox
     (idempotency_key, recipient, template, params, content_hash, message_id, priority, status,
      status_reason, template_version, trace_context, sender, reply_to, subject, body_text,
-     body_html)
+     body_html, headers, tags, metadata)
 SELECT s.idempotency_key, s.recipient, s.template, s.params, s.content_hash, s.message_id,
        s.priority,
        CASE WHEN x.reason IS NULL THEN 'pending' ELSE 'suppressed' END,
        CASE WHEN x.reason IS NULL THEN 'enqueued' ELSE 'recipient suppressed: ' || x.reason END,
        s.template_version, s.trace_context, s.sender, s.reply_to, s.subject, s.body_text,
-       s.body_html
+       s.body_html, s.headers, s.tags, s.metadata
 FROM email_outbox_staging s
 LEFT JOIN email_suppression x
     ON x.address = lower(s.recipient) AND (x.scope = 'all' OR s.priority = 'bulk')
@@ -172,7 +175,8 @@ SET status = 'sending', status_reason = 'taken by worker', attempts = attempts +
 WHERE id = ANY(%(ids)s) AND status = 'queued'
 RETURNING id, idempotency_key, recipient, template, params, message_id, priority, attempts,
           created_at, greatest(created_at, requeued_at) AS age_from, template_version, trace_context,
-          sender, coalesce(reply_to, '{}'), subject, body_text, body_html;
+          sender, coalesce(reply_to, '{}'), subject, body_text, body_html,
+          coalesce(headers, '[]'), coalesce(tags, '{}'), coalesce(metadata, '{}');
 
 -- record_results --
 -- Store each attempt and its row's new state in one statement. The attempt is
@@ -280,6 +284,12 @@ SELECT id, status FROM swept;
 -- Rows per status and priority.
 SELECT status, priority, count(*) FROM email_outbox GROUP BY status, priority ORDER BY 1, 2;
 
+-- status_counts_by_tag --
+-- Rows per status and priority among those carrying one tag (a scan: no index).
+SELECT status, priority, count(*) FROM email_outbox
+WHERE tags @> ARRAY[%(tag)s]::text[]
+GROUP BY status, priority ORDER BY 1, 2;
+
 -- paced_pending --
 -- Pending rows sent back for their receiver's rate, per receiver (named in the reason).
 SELECT substring(status_reason FROM '^paced: (\S+)'), count(*) FROM email_outbox
@@ -302,7 +312,8 @@ CROSS JOIN LATERAL (
 -- One row by idempotency key or Message-ID.
 SELECT id, idempotency_key, recipient, template, params, message_id, priority, status,
        status_reason, attempts, next_attempt_at, locked_by, locked_at, last_error,
-       provider_message_id, created_at, queued_at, sent_at, failed_at, trace_context
+       provider_message_id, created_at, queued_at, sent_at, failed_at, trace_context, tags,
+       metadata
 FROM email_outbox WHERE idempotency_key = %(ref)s OR message_id = %(ref)s;
 
 -- list_attempts --
@@ -719,6 +730,7 @@ WHERE id = %(id)s AND processed_at IS NULL;
 -- The latest rows sent to one address (support's lookup; the recipient index).
 SELECT id, idempotency_key, recipient, template, params, message_id, priority, status,
        status_reason, attempts, next_attempt_at, locked_by, locked_at, last_error,
-       provider_message_id, created_at, queued_at, sent_at, failed_at, trace_context
+       provider_message_id, created_at, queued_at, sent_at, failed_at, trace_context, tags,
+       metadata
 FROM email_outbox WHERE lower(recipient) = lower(%(address)s)
 ORDER BY id DESC LIMIT %(limit)s;
