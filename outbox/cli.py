@@ -428,6 +428,10 @@ def _show_text(
             f"via {a['transport'] or '?'} {a['reply_code'] or '-'} "
             f"{a['enhanced_status'] or ''} {a['reply_text'] or ''}"
         )
+        for r in a.get("recipients") or []:
+            lines.append(
+                f"     {r['kind']:<3} {r['address']}: {r['code'] or '-'} {r['text'] or ''}"
+            )
     lines.append("status changes:")
     lines.append(f"  {row['created_at']:%Y-%m-%d %H:%M:%S} -> pending (enqueued)")
     for e in events:

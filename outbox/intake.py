@@ -15,7 +15,7 @@ import psycopg
 from outbox.config import Settings, default_settings
 from outbox.db import store
 from outbox.errors import ConfigError, IdempotencyConflict, InvalidAddress, InvalidMessage
-from outbox.fields import extra_headers, inline, labels, senders
+from outbox.fields import extra_headers, inline, labels, recipients, senders
 from outbox.message import attachments
 from outbox.message import versions as template_versions
 from outbox.message.message_id import message_id as derive_message_id
@@ -71,6 +71,8 @@ class _Row:
     headers: str | None = None  # JSON [[name, value], ...] (outbox.fields.extra_headers)
     tags: tuple[str, ...] = ()  # outbox.fields.labels
     metadata: str | None = None  # JSON object (outbox.fields.labels)
+    cc: tuple[str, ...] = ()  # outbox.fields.recipients
+    bcc: tuple[str, ...] = ()
 
 
 def enqueue(
@@ -89,6 +91,8 @@ def enqueue(
     headers: Mapping[str, str] | None = None,
     tags: Sequence[str] | None = None,
     metadata: Mapping[str, str | int | float | bool] | None = None,
+    cc: str | Sequence[str] | None = None,
+    bcc: str | Sequence[str] | None = None,
     settings: Settings | None = None,
 ) -> Enqueued:
     """Add one email to the outbox in ``conn``'s current transaction.
@@ -112,6 +116,8 @@ def enqueue(
     when absent), stored with the row. ``headers`` adds X-* and a few
     standard headers; ``tags`` and ``metadata`` label the email for
     ``outbox show``, ``outbox status --tag``, spans and the providers' tags.
+    ``cc`` and ``bcc`` add recipients of the same message (ten in all, ``to``
+    included); a suppressed one is dropped and recorded, the rest still get it.
     """
     settings = settings or default_settings()
     with (
@@ -135,10 +141,14 @@ def enqueue(
                 headers=headers,
                 tags=tags,
                 metadata=metadata,
+                cc=cc,
+                bcc=bcc,
             ),
         )
         row = dataclasses.replace(row, trace_context=current_traceparent())
         result = store.insert_message(conn, **dataclasses.asdict(row))
+        if result.created and (row.cc or row.bcc):
+            store.drop_suppressed_copies(conn, [result.id])
         if span.is_recording():
             span.set_attributes(
                 email_attributes(
@@ -178,7 +188,7 @@ def enqueue_many(
     Each mapping takes the keyword arguments of :func:`enqueue`
     (``idempotency_key``, ``to``, ``template``, ``params``, ``priority``,
     ``sender``, ``reply_to``, ``subject``, ``text``, ``html``, ``headers``,
-    ``tags``, ``metadata``).
+    ``tags``, ``metadata``, ``cc``, ``bcc``).
     Rows are validated as they stream into Postgres by COPY, so checking and
     inserting run side by side; the first invalid row aborts the COPY and
     nothing is written.
@@ -194,14 +204,23 @@ def enqueue_many(
     ):
         # Every row links to this one span: a newsletter is not one giant trace.
         trace_context = current_traceparent()
-        results = store.insert_many(
-            conn, (_columns(row, trace_context) for row in itertools.chain([first], rows))
-        )
+        with_copies: set[str] = set()  # keys of rows with cc or bcc, to check after the insert
+
+        def columns() -> Iterator[store.NewRow]:
+            for row in itertools.chain([first], rows):
+                if row.cc or row.bcc:
+                    with_copies.add(row.key)
+                yield _columns(row, trace_context)
+
+        results = store.insert_many(conn, columns())
         span.set_attribute("outbox.count", len(results.rows))
     if results.conflicts:
         raise IdempotencyConflict(
             "keys used before for emails with different content: " + ", ".join(results.conflicts)
         )
+    created = [i for k, i, _, c, _ in results.rows if c and k in with_copies]
+    if created:
+        store.drop_suppressed_copies(conn, created)
     return [Enqueued(i, m, c, k, s) for k, i, m, c, s in results.rows]
 
 
@@ -229,6 +248,8 @@ def _validated_rows(
                     headers=email.get("headers"),
                     tags=email.get("tags"),
                     metadata=email.get("metadata"),
+                    cc=email.get("cc"),
+                    bcc=email.get("bcc"),
                 ),
                 ready=ready,
             )
@@ -259,6 +280,8 @@ def _columns(row: _Row, trace_context: str | None) -> store.NewRow:
         row.headers,
         list(row.tags) or None,
         row.metadata,
+        list(row.cc) or None,
+        list(row.bcc) or None,
     )
 
 
@@ -306,7 +329,7 @@ def _validated(
         directory=settings.attachments_dir,
         max_bytes=settings.max_attachment_bytes,
     )
-    checked = _checked_fields(settings, fields)
+    checked = _checked_fields(settings, fields, recipient)
     return _Row(
         key=checked_key,
         recipient=recipient,
@@ -323,6 +346,8 @@ def _validated(
         headers=checked.headers,
         tags=checked.tags,
         metadata=checked.metadata,
+        cc=checked.cc,
+        bcc=checked.bcc,
     )
 
 
@@ -347,7 +372,7 @@ def _validated_inline(
         directory=settings.attachments_dir,
         max_bytes=settings.max_attachment_bytes,
     )
-    checked = _checked_fields(settings, fields)
+    checked = _checked_fields(settings, fields, recipient)
     hashed = {**checked.hashed, **content.hashed()}
     return _Row(
         key=key,
@@ -363,6 +388,8 @@ def _validated_inline(
         headers=checked.headers,
         tags=checked.tags,
         metadata=checked.metadata,
+        cc=checked.cc,
+        bcc=checked.bcc,
         subject=content.subject,
         body_text=content.text,
         body_html=content.html,
@@ -381,6 +408,8 @@ class _Fields:
     headers: object = None
     tags: object = None
     metadata: object = None
+    cc: object = None
+    bcc: object = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -393,9 +422,11 @@ class _Checked:
     headers: str | None
     tags: tuple[str, ...]
     metadata: str | None
+    cc: tuple[str, ...]
+    bcc: tuple[str, ...]
 
 
-def _checked_fields(settings: Settings, fields: _Fields) -> _Checked:
+def _checked_fields(settings: Settings, fields: _Fields, recipient: str) -> _Checked:
     # Only the fields given are hashed: an email without them hashes as before they existed.
     hashed: dict[str, Any] = {}
     sender = settings.sender
@@ -415,6 +446,11 @@ def _checked_fields(settings: Settings, fields: _Fields) -> _Checked:
     metadata = labels.check_metadata(fields.metadata)
     if metadata:
         hashed["metadata"] = metadata
+    cc, bcc = recipients.check_copies(recipient, fields.cc, fields.bcc)
+    if cc:
+        hashed["cc"] = list(cc)
+    if bcc:
+        hashed["bcc"] = list(bcc)
     return _Checked(
         hashed=hashed,
         sender=sender,
@@ -422,6 +458,8 @@ def _checked_fields(settings: Settings, fields: _Fields) -> _Checked:
         headers=orjson.dumps(hashed["headers"]).decode() if headers else None,
         tags=tags,
         metadata=orjson.dumps(metadata).decode() if metadata else None,
+        cc=cc,
+        bcc=bcc,
     )
 
 

@@ -231,6 +231,8 @@ class OutboxRow:
     headers: Sequence[Sequence[str]] = ()  # the caller's own headers, [name, value] pairs
     tags: Sequence[str] = ()
     metadata: dict[str, Any] = dataclasses.field(default_factory=dict)
+    cc: Sequence[str] = ()  # more recipients, in the Cc header
+    bcc: Sequence[str] = ()  # more recipients, in no header (RCPT TO only)
 
 
 @dataclass(frozen=True, slots=True)
@@ -250,6 +252,8 @@ class AttemptRecord:
     reply_text: str | None
     duration_ms: float
     transport: str | None = None  # the transport that carried it (smtp, postmark...)
+    # With cc or bcc, each recipient's reply: {"address", "kind", "code", "text"}.
+    recipients: list[dict[str, Any]] | None = None
 
 
 def migrate(conn: Conn) -> list[str]:
@@ -300,6 +304,8 @@ def insert_message(
     headers: str | None = None,  # JSON text
     tags: Sequence[str] | None = None,
     metadata: str | None = None,  # JSON text
+    cc: Sequence[str] | None = None,
+    bcc: Sequence[str] | None = None,
 ) -> Inserted:
     args = {
         "key": key,
@@ -319,6 +325,8 @@ def insert_message(
         "headers": headers,
         "tags": list(tags) if tags else None,
         "metadata": metadata,
+        "cc": list(cc) if cc else None,
+        "bcc": list(bcc) if bcc else None,
     }
     with translate_errors(), conn.cursor(row_factory=tuple_row) as cur:
         row = cur.execute(queries["insert_message"], args).fetchone()
@@ -333,10 +341,11 @@ def insert_message(
 
 # key, recipient, template, params, content_hash, message_id, priority,
 # template_version, trace_context, sender, reply_to, subject, body_text, body_html,
-# headers, tags, metadata: the columns enqueue_many writes
+# headers, tags, metadata, cc, bcc: the columns enqueue_many writes
 NewRow = tuple[
     str, str, str, str, str, str, str, str | None, str | None, str | None, list[str] | None,
     str | None, str | None, str | None, str | None, list[str] | None, str | None,
+    list[str] | None, list[str] | None,
 ]  # fmt: skip
 
 
@@ -429,6 +438,14 @@ def _insert_staged(conn: Conn, rows: Sequence[NewRow]) -> InsertedMany:
     if missing:  # existed at the insert, gone a moment later: deleted by hand meanwhile
         raise StoreError(f"rows of keys {missing[:5]} were deleted while being enqueued")
     return InsertedMany([(row[0], *stored[row[0]]) for row in rows], [])
+
+
+def drop_suppressed_copies(conn: Conn, ids: Sequence[int]) -> list[int]:
+    """Take suppressed cc and bcc recipients off new rows ``ids``, each recorded; the
+    ids of rows that lost one (once per recipient dropped)."""
+    with translate_errors():
+        rows = conn.execute(queries["drop_suppressed_copies"], {"ids": list(ids)}).fetchall()
+    return [int(r[0]) for r in rows]
 
 
 def count_in_flight(conn: Conn, priority: str) -> int:
@@ -868,12 +885,13 @@ def finish_bounce(
 
 def find_row_for_bounce(
     conn: Conn, *, outbox_id: int | None, message_id: str | None
-) -> tuple[int, str] | None:
+) -> tuple[int, str, frozenset[str]] | None:
+    """The row's id, recipient and (lower-cased) cc and bcc addresses."""
     with translate_errors():
         row = conn.execute(
             queries["find_row_for_bounce"], {"id": outbox_id, "message_id": message_id}
         ).fetchone()
-    return (int(row[0]), str(row[1])) if row else None
+    return (int(row[0]), str(row[1]), frozenset(a.lower() for a in row[2])) if row else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -892,12 +910,14 @@ def bounced_row_trace(conn: Conn, outbox_id: int) -> RowTrace | None:
     return RowTrace(*row) if row else None
 
 
-def find_row_by_provider_id(conn: Conn, provider_message_id: str) -> tuple[int, str] | None:
+def find_row_by_provider_id(
+    conn: Conn, provider_message_id: str
+) -> tuple[int, str, frozenset[str]] | None:
     with translate_errors():
         row = conn.execute(
             queries["find_row_by_provider_id"], {"provider_message_id": provider_message_id}
         ).fetchone()
-    return (int(row[0]), str(row[1])) if row else None
+    return (int(row[0]), str(row[1]), frozenset(a.lower() for a in row[2])) if row else None
 
 
 def mark_bounced(conn: Conn, outbox_id: int, *, klass: str, reason: str, bounce_id: int) -> None:

@@ -405,7 +405,12 @@ class Delivery:
             reply_text=(reply.text or reply.error) if reply else outcome.reason,
             duration_ms=duration_ms,
             transport=(reply.via if reply else None) or self.settings.transport,
-        )
+            recipients=[
+                {"address": r.address, "kind": r.kind, "code": r.code,
+                 "text": store.storable_text(r.text)}
+                for r in reply.recipients
+            ] if reply and reply.recipients else None,
+        )  # fmt: skip
 
     def build(self, row: store.OutboxRow) -> OutgoingMessage:
         ascii_recipient = row.recipient if row.recipient.isascii() else ascii_address(row.recipient)
@@ -419,6 +424,8 @@ class Delivery:
             message_id=row.message_id,
             idempotency_key=row.idempotency_key,
             smtputf8=ascii_recipient is None,
+            cc=tuple(row.cc),
+            bcc=tuple(row.bcc),
             tags=tuple(row.tags),
             metadata=tuple((k, labels.as_text(v)) for k, v in row.metadata.items()),
         )

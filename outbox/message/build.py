@@ -35,6 +35,7 @@ class Envelope:
     date: dt.datetime
     extra_headers: tuple[tuple[str, str], ...] = ()
     reply_to: tuple[str, ...] = ()  # mailboxes as outbox.fields.senders stores them
+    cc: tuple[str, ...] = ()  # ASCII addresses (outbox.fields.recipients); bcc is never a header
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,6 +57,7 @@ def build_message(
     headers = [
         ("From", encode_header_value("From", envelope.sender, address=True)),
         ("To", envelope.to),
+        *([("Cc", ",\r\n ".join(envelope.cc))] if envelope.cc else []),
         *_reply_to(envelope.reply_to),
         ("Subject", encode_header_value("Subject", envelope.subject)),
         ("Date", format_datetime(envelope.date.astimezone(dt.UTC))),

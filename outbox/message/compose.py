@@ -90,6 +90,7 @@ class Composer:
             date=row.created_at,
             extra_headers=self.headers(row) + _own_headers(row),
             reply_to=tuple(row.reply_to),
+            cc=tuple(row.cc),
         )
         files = (
             attachments.load(

@@ -26,6 +26,8 @@ class OutgoingMessage:
     # The email's labels (outbox.fields.labels), for providers that take them; never in the data.
     tags: tuple[str, ...] = ()
     metadata: tuple[tuple[str, str], ...] = ()  # values as text
+    cc: tuple[str, ...] = ()  # more recipients: RCPT TO, and in the Cc header
+    bcc: tuple[str, ...] = ()  # more recipients: RCPT TO only, in no header
     # Called by the SMTP transport right before the end-of-data dot, the point after
     # which the relay may have the message: delivery waits there for the previous
     # result of the thread to be recorded, so a crash resends at most one message.

@@ -89,6 +89,10 @@ def payload(message: OutgoingMessage) -> dict[str, Any]:
         body["html"] = parts.html
     if parts.reply_to:
         body["reply_to"] = parts.reply_to
+    if message.cc:
+        body["cc"] = list(message.cc)
+    if message.bcc:
+        body["bcc"] = list(message.bcc)
     tags = provider_tags(message)
     if tags:
         body["tags"] = [{"name": name, "value": value} for name, value in tags]

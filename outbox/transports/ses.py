@@ -83,7 +83,11 @@ def request(message: OutgoingMessage, *, configuration_set: str = "") -> SendEma
     data = f"{ORIGINAL_MESSAGE_ID}: {message.message_id}\r\n".encode("ascii") + message.data
     params: SendEmailRequestTypeDef = {
         "Content": {"Raw": {"Data": data}},
-        "Destination": {"ToAddresses": [message.recipient]},
+        "Destination": {
+            "ToAddresses": [message.recipient],
+            **({"CcAddresses": list(message.cc)} if message.cc else {}),
+            **({"BccAddresses": list(message.bcc)} if message.bcc else {}),
+        },
         "FeedbackForwardingEmailAddress": message.envelope_from,
     }
     if configuration_set:

@@ -27,8 +27,9 @@ from outbox import (
     enqueue_many,
 )
 from outbox.config import Settings
+from outbox.db import store
 from outbox.message.sign import Signers
-from outbox.testing.sink import Received
+from outbox.testing.sink import Behaviour, Received
 from outbox.transports.base import OutgoingMessage
 from tests.integration.helpers import LOGIN, harness, query
 from tests.integration.providers.postmark import FakePostmark
@@ -319,8 +320,8 @@ def test_tags_and_metadata_are_stored_shown_and_counted(shop: Settings) -> None:
     assert re.search(r"pending\s+high\s+1\b", plain.stdout)
 
 
-def test_providers_get_the_tags_and_metadata(settings: Settings) -> None:
-    message = OutgoingMessage(
+def provider_message() -> OutgoingMessage:
+    return OutgoingMessage(
         envelope_from="no-reply@shop.example",
         recipient="alice@example.com",
         data=b"From: Shop <no-reply@shop.example>\r\nTo: alice@example.com\r\nSubject: hi\r\n"
@@ -328,6 +329,12 @@ def test_providers_get_the_tags_and_metadata(settings: Settings) -> None:
         b"Content-Type: text/plain; charset=utf-8\r\n\r\nhello\r\n",
         message_id="<m1@shop.example>",
         idempotency_key="k",
+    )
+
+
+def test_providers_get_the_tags_and_metadata(settings: Settings) -> None:
+    message = dataclasses.replace(
+        provider_message(),
         tags=("welcome", "v2"),
         metadata=(("order_id", "1001"), ("note", "two words")),
     )
@@ -353,3 +360,123 @@ def test_providers_get_the_tags_and_metadata(settings: Settings) -> None:
         {"Name": "order_id", "Value": "1001"},
     ]
     assert b"welcome" not in request.params["Content"]["Raw"]["Data"]  # never in the message
+
+
+def test_cc_and_bcc_go_in_one_transaction_bcc_in_no_header(shop: Settings) -> None:
+    add(shop, cc=["boss@example.org"], bcc=["audit@example.net", "archive@example.net"])
+    ((received, message),) = delivered(shop)
+    assert received.recipients == [
+        "alice@example.org",
+        "boss@example.org",
+        "audit@example.net",
+        "archive@example.net",
+    ]
+    assert message["To"] == "alice@example.org"
+    assert message["Cc"] == "boss@example.org"
+    head = received.data.split(b"\r\n\r\n")[0].lower()
+    assert b"audit@" not in head
+    assert b"archive@" not in head
+    assert b"bcc" not in head
+    signer = Signers.from_settings(shop).by_domain["shop.example"]
+    assert dkimpy.verify(received.data, dnsfunc=dns_for(signer))
+    ((recipients,),) = query(shop, "SELECT recipients FROM email_attempt")
+    assert [(r["address"], r["kind"], r["code"]) for r in recipients] == [
+        ("alice@example.org", "to", 250),
+        ("boss@example.org", "cc", 250),
+        ("audit@example.net", "bcc", 250),
+        ("archive@example.net", "bcc", 250),
+    ]
+
+
+def test_a_refused_cc_or_bcc_does_not_fail_the_message_to_to(shop: Settings) -> None:
+    add(shop, cc=["gone@example.org"], bcc=["full@example.net", "ok@example.net"])
+    refusals = {
+        "gone@example.org": Behaviour(rcpt_reply="550 5.1.1 no such user"),
+        "full@example.net": Behaviour(rcpt_reply="452 4.2.2 mailbox full"),
+    }
+    with harness(shop, lambda rcpt: refusals.get(rcpt, Behaviour())) as (h, sink):
+        h.run()
+    (received,) = sink.messages
+    assert received.recipients == ["alice@example.org", "ok@example.net"]
+    assert query(shop, "SELECT status, attempts FROM email_outbox") == [("sent", 1)]
+    ((recipients,),) = query(shop, "SELECT recipients FROM email_attempt")
+    assert {r["address"]: (r["code"], r["text"]) for r in recipients} == {
+        "alice@example.org": (250, "2.1.5 OK"),
+        "gone@example.org": (550, "5.1.1 no such user"),
+        "full@example.net": (452, "4.2.2 mailbox full"),
+        "ok@example.net": (250, "2.1.5 OK"),
+    }
+    shown = outbox(shop, "show", "k")
+    assert "cc  " in shown.stdout
+    assert "5.1.1 no such user" in shown.stdout
+    assert "gone@example.org" not in shown.stdout  # addresses only as tags
+
+
+def test_a_refused_to_fails_the_message_for_everyone(shop: Settings) -> None:
+    add(shop, cc=["boss@example.org"])
+    refused = Behaviour(rcpt_reply="550 5.1.1 no such user")
+    with harness(shop, lambda rcpt: refused if rcpt == "alice@example.org" else Behaviour()) as (
+        h,
+        sink,
+    ):
+        h.run()
+    assert sink.messages == []
+    assert query(shop, "SELECT status FROM email_outbox") == [("failed",)]
+
+
+def test_suppressed_copies_are_dropped_and_recorded(shop: Settings) -> None:
+    with psycopg.connect(shop.database_url) as conn:
+        store.suppress(conn, "boss@example.org", reason="hard_bounce")
+        store.suppress(conn, "reader@example.net", reason="unsubscribe", scope="bulk")
+        conn.commit()
+    add(shop, "one", cc=["boss@example.org", "ok@example.org"], bcc=["reader@example.net"])
+    with psycopg.connect(shop.database_url) as conn:
+        enqueue_many(
+            conn,
+            [
+                {"idempotency_key": f"nl-{i}", "to": f"r{i}@example.org", "template": "login_code",
+                 "params": LOGIN, "priority": "bulk", "bcc": ["reader@example.net"]}
+                for i in range(2)
+            ],
+            settings=shop,
+        )  # fmt: skip
+        conn.commit()
+    rows = query(shop, "SELECT idempotency_key, cc, bcc, status FROM email_outbox ORDER BY id")
+    # A high-priority email: a bulk-only suppression (an unsubscribe) leaves its bcc.
+    assert rows[0] == ("one", ["ok@example.org"], ["reader@example.net"], "pending")
+    assert [r[1:] for r in rows[1:]] == [(None, None, "pending"), (None, None, "pending")]
+    events = query(shop, "SELECT outbox_id, reason FROM email_event ORDER BY outbox_id, id")
+    assert events == [
+        (1, "cc boss@example.org dropped: suppressed: hard_bounce"),
+        (2, "bcc reader@example.net dropped: suppressed: unsubscribe"),
+        (3, "bcc reader@example.net dropped: suppressed: unsubscribe"),
+    ]
+    assert query(shop, "SELECT count(*) FROM email_event WHERE reason LIKE '%%ok@%%'") == [(0,)]
+    ((received, _), *_) = delivered(shop)
+    assert "boss@example.org" not in received.recipients
+
+
+def test_providers_get_cc_and_bcc(settings: Settings) -> None:
+    message = dataclasses.replace(
+        provider_message(), cc=("boss@example.org",), bcc=("audit@example.net",)
+    )
+    with FakePostmark() as fake, postmark_transport(fake) as transport:
+        transport.send(message)
+    (accepted,) = fake.accepted
+    assert (accepted.email["Cc"], accepted.email["Bcc"]) == (
+        "boss@example.org",
+        "audit@example.net",
+    )
+    with FakeResend() as fake_r, resend_transport(fake_r) as resend:
+        resend.send(message)
+    (sent,) = fake_r.accepted
+    assert (sent.email["cc"], sent.email["bcc"]) == (["boss@example.org"], ["audit@example.net"])
+    with FakeSes() as fake_s, ses_transport(fake_s) as ses:
+        ses.send(message)
+    (request,) = fake_s.accepted
+    assert request.params["Destination"] == {
+        "ToAddresses": ["alice@example.com"],
+        "CcAddresses": ["boss@example.org"],
+        "BccAddresses": ["audit@example.net"],
+    }
+    assert b"audit@" not in request.params["Content"]["Raw"]["Data"]

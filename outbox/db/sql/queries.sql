@@ -9,13 +9,13 @@ WITH suppression AS (
     INSERT INTO email_outbox
         (idempotency_key, recipient, template, params, content_hash, message_id, priority, status,
          status_reason, template_version, trace_context, sender, reply_to, subject, body_text,
-         body_html, headers, tags, metadata)
+         body_html, headers, tags, metadata, cc, bcc)
     SELECT %(key)s, %(recipient)s, %(template)s, %(params)s, %(content_hash)s, %(message_id)s,
            %(priority)s,
            CASE WHEN s.reason IS NULL THEN 'pending' ELSE 'suppressed' END,
            CASE WHEN s.reason IS NULL THEN 'enqueued' ELSE 'recipient suppressed: ' || s.reason END,
            %(template_version)s, %(trace_context)s, %(sender)s, %(reply_to)s, %(subject)s,
-           %(body_text)s, %(body_html)s, %(headers)s, %(tags)s, %(metadata)s
+           %(body_text)s, %(body_html)s, %(headers)s, %(tags)s, %(metadata)s, %(cc)s, %(bcc)s
     FROM (SELECT 1) AS one LEFT JOIN suppression s ON true
     ON CONFLICT (idempotency_key) DO NOTHING
     RETURNING id, message_id, content_hash, priority, status
@@ -47,7 +47,7 @@ SELECT coalesce(pg_sequence_last_value(pg_get_serial_sequence('email_outbox', 'i
 COPY email_outbox
     (idempotency_key, recipient, template, params, content_hash, message_id, priority,
      template_version, trace_context, sender, reply_to, subject, body_text, body_html, headers,
-     tags, metadata)
+     tags, metadata, cc, bcc)
 FROM STDIN;
 
 -- copied_rows --
@@ -76,7 +76,7 @@ CREATE TEMP TABLE IF NOT EXISTS email_outbox_staging (
     idempotency_key text, recipient text, template text, params jsonb,
     content_hash text, message_id text, priority text, template_version text, trace_context text,
     sender text, reply_to text[], subject text, body_text text, body_html text, headers jsonb,
-    tags text[], metadata jsonb
+    tags text[], metadata jsonb, cc text[], bcc text[]
 ) ON COMMIT DELETE ROWS;
 
 -- clear_staging --
@@ -88,7 +88,7 @@ TRUNCATE email_outbox_staging;
 COPY email_outbox_staging
     (idempotency_key, recipient, template, params, content_hash, message_id, priority,
      template_version, trace_context, sender, reply_to, subject, body_text, body_html, headers,
-     tags, metadata)
+     tags, metadata, cc, bcc)
 FROM STDIN;
 
 -- staging_conflicts --
@@ -104,13 +104,13 @@ LIMIT 5;
 INSERT INTO email_outbox
     (idempotency_key, recipient, template, params, content_hash, message_id, priority, status,
      status_reason, template_version, trace_context, sender, reply_to, subject, body_text,
-     body_html, headers, tags, metadata)
+     body_html, headers, tags, metadata, cc, bcc)
 SELECT s.idempotency_key, s.recipient, s.template, s.params, s.content_hash, s.message_id,
        s.priority,
        CASE WHEN x.reason IS NULL THEN 'pending' ELSE 'suppressed' END,
        CASE WHEN x.reason IS NULL THEN 'enqueued' ELSE 'recipient suppressed: ' || x.reason END,
        s.template_version, s.trace_context, s.sender, s.reply_to, s.subject, s.body_text,
-       s.body_html, s.headers, s.tags, s.metadata
+       s.body_html, s.headers, s.tags, s.metadata, s.cc, s.bcc
 FROM email_outbox_staging s
 LEFT JOIN email_suppression x
     ON x.address = lower(s.recipient) AND (x.scope = 'all' OR s.priority = 'bulk')
@@ -130,6 +130,37 @@ SELECT current_setting('jit'), set_config('jit', 'off', true);
 -- jit_restore --
 -- Put back what jit_off found, for the rest of the caller's transaction.
 SELECT set_config('jit', %(previous)s, true);
+
+-- drop_suppressed_copies --
+-- Cc and bcc recipients of new rows that are on the suppression list (for bulk
+-- mail, or for all mail) are taken off the row, and each is recorded in its
+-- history; the email still goes to `to` and the others.
+WITH found AS (
+    SELECT o.id, u.address, u.kind, x.reason
+    FROM email_outbox o
+    CROSS JOIN LATERAL (
+        SELECT a, 'cc' FROM unnest(o.cc) AS a
+        UNION ALL
+        SELECT a, 'bcc' FROM unnest(o.bcc) AS a
+    ) AS u(address, kind)
+    JOIN email_suppression x
+        ON x.address = lower(u.address) AND (x.scope = 'all' OR o.priority = 'bulk')
+    WHERE o.id = ANY(%(ids)s)
+), dropped AS (
+    UPDATE email_outbox o
+    SET cc = nullif(ARRAY(SELECT a FROM unnest(o.cc) AS a
+                          WHERE lower(a) NOT IN (SELECT lower(f.address) FROM found f
+                                                 WHERE f.id = o.id)), '{}'),
+        bcc = nullif(ARRAY(SELECT a FROM unnest(o.bcc) AS a
+                           WHERE lower(a) NOT IN (SELECT lower(f.address) FROM found f
+                                                  WHERE f.id = o.id)), '{}')
+    WHERE o.id IN (SELECT id FROM found)
+    RETURNING o.id, o.status
+)
+INSERT INTO email_event (outbox_id, from_status, to_status, reason)
+SELECT f.id, d.status, d.status, f.kind || ' ' || f.address || ' dropped: suppressed: ' || f.reason
+FROM found f JOIN dropped d USING (id)
+RETURNING outbox_id;
 
 -- notify_due --
 -- Wake the relays at commit.
@@ -176,7 +207,8 @@ WHERE id = ANY(%(ids)s) AND status = 'queued'
 RETURNING id, idempotency_key, recipient, template, params, message_id, priority, attempts,
           created_at, greatest(created_at, requeued_at) AS age_from, template_version, trace_context,
           sender, coalesce(reply_to, '{}'), subject, body_text, body_html,
-          coalesce(headers, '[]'), coalesce(tags, '{}'), coalesce(metadata, '{}');
+          coalesce(headers, '[]'), coalesce(tags, '{}'), coalesce(metadata, '{}'),
+          coalesce(cc, '{}'), coalesce(bcc, '{}');
 
 -- record_results --
 -- Store each attempt and its row's new state in one statement. The attempt is
@@ -186,7 +218,8 @@ WITH results AS (
     SELECT * FROM jsonb_to_recordset(%(results)s::jsonb) AS r(
         id bigint, attempt int, status text, reason text, delay_seconds float8,
         provider_message_id text, verdict text, stage text, reply_code int,
-        enhanced_status text, reply_text text, duration_ms float8, transport text)
+        enhanced_status text, reply_text text, duration_ms float8, transport text,
+        recipients jsonb)
 ), updated AS (
     UPDATE email_outbox o
     SET status = r.status,
@@ -204,9 +237,9 @@ WITH results AS (
     RETURNING o.id
 ), attempts AS (
     INSERT INTO email_attempt (outbox_id, attempt, verdict, stage, reply_code, enhanced_status,
-                               reply_text, duration_ms, worker, transport)
+                               reply_text, duration_ms, worker, transport, recipients)
     SELECT id, attempt, verdict, stage, reply_code, enhanced_status, reply_text, duration_ms,
-           %(worker)s, transport
+           %(worker)s, transport, recipients
     FROM results
 )
 SELECT id FROM updated;
@@ -313,13 +346,13 @@ CROSS JOIN LATERAL (
 SELECT id, idempotency_key, recipient, template, params, message_id, priority, status,
        status_reason, attempts, next_attempt_at, locked_by, locked_at, last_error,
        provider_message_id, created_at, queued_at, sent_at, failed_at, trace_context, tags,
-       metadata
+       metadata, cc, bcc
 FROM email_outbox WHERE idempotency_key = %(ref)s OR message_id = %(ref)s;
 
 -- list_attempts --
 -- Every attempt of one row.
 SELECT attempt, verdict, stage, reply_code, enhanced_status, reply_text, duration_ms, worker,
-       transport, attempted_at
+       transport, attempted_at, recipients
 FROM email_attempt WHERE outbox_id = %(id)s ORDER BY id;
 
 -- list_events --
@@ -411,7 +444,8 @@ WHERE id = %(id)s;
 
 -- find_row_by_provider_id --
 -- The outbox row a provider's webhook is about, by the id the provider gave it.
-SELECT id, recipient FROM email_outbox WHERE provider_message_id = %(provider_message_id)s
+SELECT id, recipient, coalesce(cc, '{}') || coalesce(bcc, '{}')
+FROM email_outbox WHERE provider_message_id = %(provider_message_id)s
 LIMIT 1;
 
 -- bounced_row_trace --
@@ -421,7 +455,7 @@ FROM email_outbox WHERE id = %(id)s;
 
 -- find_row_for_bounce --
 -- The outbox row a bounce is about: by id (VERP) or by its Message-ID.
-SELECT id, recipient, status FROM email_outbox
+SELECT id, recipient, coalesce(cc, '{}') || coalesce(bcc, '{}') FROM email_outbox
 WHERE id = %(id)s OR message_id = %(message_id)s
 LIMIT 1;
 
@@ -661,7 +695,8 @@ WITH results AS (
     SELECT * FROM jsonb_to_recordset(%(results)s::jsonb) AS r(
         id bigint, attempt int, status text, reason text, delay_seconds float8,
         provider_message_id text, verdict text, stage text, reply_code int,
-        enhanced_status text, reply_text text, duration_ms float8, transport text, worker text)
+        enhanced_status text, reply_text text, duration_ms float8, transport text, worker text,
+        recipients jsonb)
 ), updated AS (
     UPDATE email_outbox o
     SET status = r.status,
@@ -679,9 +714,9 @@ WITH results AS (
     RETURNING o.id
 ), attempts AS (
     INSERT INTO email_attempt (outbox_id, attempt, verdict, stage, reply_code, enhanced_status,
-                               reply_text, duration_ms, worker, transport)
+                               reply_text, duration_ms, worker, transport, recipients)
     SELECT id, attempt, verdict, stage, reply_code, enhanced_status, reply_text, duration_ms,
-           worker, transport
+           worker, transport, recipients
     FROM results
 )
 SELECT id FROM updated;
@@ -731,6 +766,6 @@ WHERE id = %(id)s AND processed_at IS NULL;
 SELECT id, idempotency_key, recipient, template, params, message_id, priority, status,
        status_reason, attempts, next_attempt_at, locked_by, locked_at, last_error,
        provider_message_id, created_at, queued_at, sent_at, failed_at, trace_context, tags,
-       metadata
+       metadata, cc, bcc
 FROM email_outbox WHERE lower(recipient) = lower(%(address)s)
 ORDER BY id DESC LIMIT %(limit)s;
