@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import datetime as dt
 import itertools
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -15,7 +16,7 @@ import psycopg
 from outbox.config import Settings, default_settings
 from outbox.db import store
 from outbox.errors import ConfigError, IdempotencyConflict, InvalidAddress, InvalidMessage
-from outbox.fields import extra_headers, inline, labels, recipients, senders
+from outbox.fields import extra_headers, inline, labels, recipients, schedule, senders
 from outbox.message import attachments
 from outbox.message import versions as template_versions
 from outbox.message.message_id import message_id as derive_message_id
@@ -73,6 +74,7 @@ class _Row:
     metadata: str | None = None  # JSON object (outbox.fields.labels)
     cc: tuple[str, ...] = ()  # outbox.fields.recipients
     bcc: tuple[str, ...] = ()
+    send_at: dt.datetime | None = None  # outbox.fields.schedule; None: at once
 
 
 def enqueue(
@@ -93,6 +95,7 @@ def enqueue(
     metadata: Mapping[str, str | int | float | bool] | None = None,
     cc: str | Sequence[str] | None = None,
     bcc: str | Sequence[str] | None = None,
+    send_at: dt.datetime | None = None,
     settings: Settings | None = None,
 ) -> Enqueued:
     """Add one email to the outbox in ``conn``'s current transaction.
@@ -118,6 +121,7 @@ def enqueue(
     ``outbox show``, ``outbox status --tag``, spans and the providers' tags.
     ``cc`` and ``bcc`` add recipients of the same message (ten in all, ``to``
     included); a suppressed one is dropped and recorded, the rest still get it.
+    ``send_at`` (timezone-aware) holds the email until then.
     """
     settings = settings or default_settings()
     with (
@@ -143,6 +147,7 @@ def enqueue(
                 metadata=metadata,
                 cc=cc,
                 bcc=bcc,
+                send_at=send_at,
             ),
         )
         row = dataclasses.replace(row, trace_context=current_traceparent())
@@ -188,7 +193,7 @@ def enqueue_many(
     Each mapping takes the keyword arguments of :func:`enqueue`
     (``idempotency_key``, ``to``, ``template``, ``params``, ``priority``,
     ``sender``, ``reply_to``, ``subject``, ``text``, ``html``, ``headers``,
-    ``tags``, ``metadata``, ``cc``, ``bcc``).
+    ``tags``, ``metadata``, ``cc``, ``bcc``, ``send_at``).
     Rows are validated as they stream into Postgres by COPY, so checking and
     inserting run side by side; the first invalid row aborts the COPY and
     nothing is written.
@@ -205,11 +210,14 @@ def enqueue_many(
         # Every row links to this one span: a newsletter is not one giant trace.
         trace_context = current_traceparent()
         with_copies: set[str] = set()  # keys of rows with cc or bcc, to check after the insert
+        scheduled: set[str] = set()  # keys of rows with a send_at, which COPY cannot apply
 
         def columns() -> Iterator[store.NewRow]:
             for row in itertools.chain([first], rows):
                 if row.cc or row.bcc:
                     with_copies.add(row.key)
+                if row.send_at is not None:
+                    scheduled.add(row.key)
                 yield _columns(row, trace_context)
 
         results = store.insert_many(conn, columns())
@@ -221,6 +229,9 @@ def enqueue_many(
     created = [i for k, i, _, c, _ in results.rows if c and k in with_copies]
     if created:
         store.drop_suppressed_copies(conn, created)
+    later = [i for k, i, _, c, _ in results.rows if c and k in scheduled]
+    if later:
+        store.schedule_new(conn, later)
     return [Enqueued(i, m, c, k, s) for k, i, m, c, s in results.rows]
 
 
@@ -250,6 +261,7 @@ def _validated_rows(
                     metadata=email.get("metadata"),
                     cc=email.get("cc"),
                     bcc=email.get("bcc"),
+                    send_at=email.get("send_at"),
                 ),
                 ready=ready,
             )
@@ -282,6 +294,7 @@ def _columns(row: _Row, trace_context: str | None) -> store.NewRow:
         row.metadata,
         list(row.cc) or None,
         list(row.bcc) or None,
+        row.send_at,
     )
 
 
@@ -348,6 +361,7 @@ def _validated(
         metadata=checked.metadata,
         cc=checked.cc,
         bcc=checked.bcc,
+        send_at=checked.send_at,
     )
 
 
@@ -390,6 +404,7 @@ def _validated_inline(
         metadata=checked.metadata,
         cc=checked.cc,
         bcc=checked.bcc,
+        send_at=checked.send_at,
         subject=content.subject,
         body_text=content.text,
         body_html=content.html,
@@ -410,6 +425,7 @@ class _Fields:
     metadata: object = None
     cc: object = None
     bcc: object = None
+    send_at: object = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -424,6 +440,7 @@ class _Checked:
     metadata: str | None
     cc: tuple[str, ...]
     bcc: tuple[str, ...]
+    send_at: dt.datetime | None
 
 
 def _checked_fields(settings: Settings, fields: _Fields, recipient: str) -> _Checked:
@@ -451,6 +468,9 @@ def _checked_fields(settings: Settings, fields: _Fields, recipient: str) -> _Che
         hashed["cc"] = list(cc)
     if bcc:
         hashed["bcc"] = list(bcc)
+    send_at = schedule.check_send_at(fields.send_at)
+    if send_at is not None:
+        hashed["send_at"] = send_at.isoformat()
     return _Checked(
         hashed=hashed,
         sender=sender,
@@ -460,6 +480,7 @@ def _checked_fields(settings: Settings, fields: _Fields, recipient: str) -> _Che
         metadata=orjson.dumps(metadata).decode() if metadata else None,
         cc=cc,
         bcc=bcc,
+        send_at=send_at,
     )
 
 

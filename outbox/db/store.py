@@ -306,6 +306,7 @@ def insert_message(
     metadata: str | None = None,  # JSON text
     cc: Sequence[str] | None = None,
     bcc: Sequence[str] | None = None,
+    send_at: dt.datetime | None = None,
 ) -> Inserted:
     args = {
         "key": key,
@@ -327,6 +328,7 @@ def insert_message(
         "metadata": metadata,
         "cc": list(cc) if cc else None,
         "bcc": list(bcc) if bcc else None,
+        "send_at": send_at,
     }
     with translate_errors(), conn.cursor(row_factory=tuple_row) as cur:
         row = cur.execute(queries["insert_message"], args).fetchone()
@@ -341,11 +343,11 @@ def insert_message(
 
 # key, recipient, template, params, content_hash, message_id, priority,
 # template_version, trace_context, sender, reply_to, subject, body_text, body_html,
-# headers, tags, metadata, cc, bcc: the columns enqueue_many writes
+# headers, tags, metadata, cc, bcc, send_at: the columns enqueue_many writes
 NewRow = tuple[
     str, str, str, str, str, str, str, str | None, str | None, str | None, list[str] | None,
     str | None, str | None, str | None, str | None, list[str] | None, str | None,
-    list[str] | None, list[str] | None,
+    list[str] | None, list[str] | None, dt.datetime | None,
 ]  # fmt: skip
 
 
@@ -446,6 +448,12 @@ def drop_suppressed_copies(conn: Conn, ids: Sequence[int]) -> list[int]:
     with translate_errors():
         rows = conn.execute(queries["drop_suppressed_copies"], {"ids": list(ids)}).fetchall()
     return [int(r[0]) for r in rows]
+
+
+def schedule_new(conn: Conn, ids: Sequence[int]) -> None:
+    """New rows ``ids`` enqueued with a send_at wait until then (after a COPY)."""
+    with translate_errors():
+        conn.execute(queries["schedule_new"], {"ids": list(ids)})
 
 
 def count_in_flight(conn: Conn, priority: str) -> int:

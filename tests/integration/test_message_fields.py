@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import dataclasses
+import datetime as dt
 import email
 import email.policy
 import json
 import re
+import time
 from email.message import EmailMessage
 from pathlib import Path
 from typing import Any
@@ -480,3 +482,67 @@ def test_providers_get_cc_and_bcc(settings: Settings) -> None:
         "BccAddresses": ["audit@example.net"],
     }
     assert b"audit@" not in request.params["Content"]["Raw"]["Data"]
+
+
+def test_a_scheduled_email_waits_until_its_time(shop: Settings) -> None:
+    soon = dt.datetime.now(dt.UTC) + dt.timedelta(seconds=2)
+    later = dt.datetime.now(dt.UTC) + dt.timedelta(days=1)
+    add(shop, "soon", send_at=soon)
+    add(shop, "tomorrow", send_at=later.astimezone(dt.timezone(dt.timedelta(hours=-5))))
+    add(shop, "now")
+    with psycopg.connect(shop.database_url) as conn:
+        enqueue_many(
+            conn,
+            [{"idempotency_key": "batch-later", "to": "b@example.org", "template": "login_code",
+              "params": LOGIN, "send_at": later}],
+            settings=shop,
+        )  # fmt: skip
+        conn.commit()
+    rows = dict(query(shop, "SELECT idempotency_key, next_attempt_at FROM email_outbox"))
+    assert rows["tomorrow"] == later
+    assert rows["batch-later"] == later
+    assert rows["soon"] == soon
+    report = json.loads(outbox(shop, "status", "--json").stdout)
+    counts = {(c["status"], c["priority"]): c["count"] for c in report["counts"]}
+    assert counts == {("scheduled", "high"): 3, ("pending", "high"): 1}
+    assert all(age < 60 for age in report["oldest_unsent_seconds"].values())
+    with harness(shop) as (h, sink):
+        h.relay.run_round()
+        while h.groups:
+            h.delivery.deliver(h.groups.pop(0))
+        assert len(sink.messages) == 1  # only "now"
+        time.sleep(max(0.0, (soon - dt.datetime.now(dt.UTC)).total_seconds()) + 0.2)
+        h.relay.run_round()
+        while h.groups:
+            h.delivery.deliver(h.groups.pop(0))
+        assert len(sink.messages) == 2
+    assert dict(query(shop, "SELECT idempotency_key, status FROM email_outbox")) == {
+        "now": "sent", "soon": "sent", "tomorrow": "pending", "batch-later": "pending",
+    }  # fmt: skip
+
+
+def test_the_age_limit_counts_from_send_at(shop: Settings) -> None:
+    a_day_ago = dt.datetime.now(dt.UTC) - dt.timedelta(days=1)
+    add(shop, "late", send_at=dt.datetime.now(dt.UTC) + dt.timedelta(seconds=1))
+    add(shop, "old")
+    # Both enqueued long ago; "late" was scheduled for a moment from now.
+    query(shop, "UPDATE email_outbox SET created_at = %s RETURNING id", a_day_ago)
+    ages = dict(query(shop, "SELECT idempotency_key, greatest(created_at, requeued_at, send_at)"
+                            " FROM email_outbox"))  # fmt: skip
+    assert ages["old"] == a_day_ago
+    assert ages["late"] > dt.datetime.now(dt.UTC) - dt.timedelta(seconds=5)
+    time.sleep(1.2)
+    short = dataclasses.replace(shop, max_age_seconds=3600)
+    with harness(short, lambda rcpt: Behaviour(data_reply="451 4.3.0 later")) as (h, _):
+        h.relay.run_round()
+        while h.groups:
+            h.delivery.deliver(h.groups.pop(0))
+    assert dict(query(shop, "SELECT idempotency_key, status FROM email_outbox")) == {
+        "old": "dead", "late": "pending",
+    }  # fmt: skip
+
+
+def test_a_naive_send_at_writes_nothing(shop: Settings) -> None:
+    with pytest.raises(InvalidMessage, match="naive"):
+        add(shop, send_at=dt.datetime.now() + dt.timedelta(hours=1))
+    assert query(shop, "SELECT count(*) FROM email_outbox") == [(0,)]

@@ -9,13 +9,14 @@ WITH suppression AS (
     INSERT INTO email_outbox
         (idempotency_key, recipient, template, params, content_hash, message_id, priority, status,
          status_reason, template_version, trace_context, sender, reply_to, subject, body_text,
-         body_html, headers, tags, metadata, cc, bcc)
+         body_html, headers, tags, metadata, cc, bcc, send_at, next_attempt_at)
     SELECT %(key)s, %(recipient)s, %(template)s, %(params)s, %(content_hash)s, %(message_id)s,
            %(priority)s,
            CASE WHEN s.reason IS NULL THEN 'pending' ELSE 'suppressed' END,
            CASE WHEN s.reason IS NULL THEN 'enqueued' ELSE 'recipient suppressed: ' || s.reason END,
            %(template_version)s, %(trace_context)s, %(sender)s, %(reply_to)s, %(subject)s,
-           %(body_text)s, %(body_html)s, %(headers)s, %(tags)s, %(metadata)s, %(cc)s, %(bcc)s
+           %(body_text)s, %(body_html)s, %(headers)s, %(tags)s, %(metadata)s, %(cc)s, %(bcc)s,
+           %(send_at)s::timestamptz, coalesce(%(send_at)s::timestamptz, now())
     FROM (SELECT 1) AS one LEFT JOIN suppression s ON true
     ON CONFLICT (idempotency_key) DO NOTHING
     RETURNING id, message_id, content_hash, priority, status
@@ -47,7 +48,7 @@ SELECT coalesce(pg_sequence_last_value(pg_get_serial_sequence('email_outbox', 'i
 COPY email_outbox
     (idempotency_key, recipient, template, params, content_hash, message_id, priority,
      template_version, trace_context, sender, reply_to, subject, body_text, body_html, headers,
-     tags, metadata, cc, bcc)
+     tags, metadata, cc, bcc, send_at)
 FROM STDIN;
 
 -- copied_rows --
@@ -76,7 +77,7 @@ CREATE TEMP TABLE IF NOT EXISTS email_outbox_staging (
     idempotency_key text, recipient text, template text, params jsonb,
     content_hash text, message_id text, priority text, template_version text, trace_context text,
     sender text, reply_to text[], subject text, body_text text, body_html text, headers jsonb,
-    tags text[], metadata jsonb, cc text[], bcc text[]
+    tags text[], metadata jsonb, cc text[], bcc text[], send_at timestamptz
 ) ON COMMIT DELETE ROWS;
 
 -- clear_staging --
@@ -88,7 +89,7 @@ TRUNCATE email_outbox_staging;
 COPY email_outbox_staging
     (idempotency_key, recipient, template, params, content_hash, message_id, priority,
      template_version, trace_context, sender, reply_to, subject, body_text, body_html, headers,
-     tags, metadata, cc, bcc)
+     tags, metadata, cc, bcc, send_at)
 FROM STDIN;
 
 -- staging_conflicts --
@@ -104,13 +105,14 @@ LIMIT 5;
 INSERT INTO email_outbox
     (idempotency_key, recipient, template, params, content_hash, message_id, priority, status,
      status_reason, template_version, trace_context, sender, reply_to, subject, body_text,
-     body_html, headers, tags, metadata, cc, bcc)
+     body_html, headers, tags, metadata, cc, bcc, send_at, next_attempt_at)
 SELECT s.idempotency_key, s.recipient, s.template, s.params, s.content_hash, s.message_id,
        s.priority,
        CASE WHEN x.reason IS NULL THEN 'pending' ELSE 'suppressed' END,
        CASE WHEN x.reason IS NULL THEN 'enqueued' ELSE 'recipient suppressed: ' || x.reason END,
        s.template_version, s.trace_context, s.sender, s.reply_to, s.subject, s.body_text,
-       s.body_html, s.headers, s.tags, s.metadata, s.cc, s.bcc
+       s.body_html, s.headers, s.tags, s.metadata, s.cc, s.bcc, s.send_at,
+       coalesce(s.send_at, now())
 FROM email_outbox_staging s
 LEFT JOIN email_suppression x
     ON x.address = lower(s.recipient) AND (x.scope = 'all' OR s.priority = 'bulk')
@@ -162,6 +164,12 @@ SELECT f.id, d.status, d.status, f.kind || ' ' || f.address || ' dropped: suppre
 FROM found f JOIN dropped d USING (id)
 RETURNING outbox_id;
 
+-- schedule_new --
+-- New rows enqueued for later (by COPY, which cannot compute a column) wait
+-- until their send_at.
+UPDATE email_outbox SET next_attempt_at = send_at
+WHERE id = ANY(%(ids)s) AND send_at IS NOT NULL AND status = 'pending';
+
 -- notify_due --
 -- Wake the relays at commit.
 SELECT pg_notify('outbox_due', %(priority)s);
@@ -205,7 +213,8 @@ SET status = 'sending', status_reason = 'taken by worker', attempts = attempts +
     locked_by = %(worker)s, locked_at = now()
 WHERE id = ANY(%(ids)s) AND status = 'queued'
 RETURNING id, idempotency_key, recipient, template, params, message_id, priority, attempts,
-          created_at, greatest(created_at, requeued_at) AS age_from, template_version, trace_context,
+          created_at, greatest(created_at, requeued_at, send_at) AS age_from, template_version,
+          trace_context,
           sender, coalesce(reply_to, '{}'), subject, body_text, body_html,
           coalesce(headers, '[]'), coalesce(tags, '{}'), coalesce(metadata, '{}'),
           coalesce(cc, '{}'), coalesce(bcc, '{}');
@@ -314,14 +323,18 @@ WITH stuck AS (
 SELECT id, status FROM swept;
 
 -- status_counts --
--- Rows per status and priority.
-SELECT status, priority, count(*) FROM email_outbox GROUP BY status, priority ORDER BY 1, 2;
+-- Rows per status and priority; pending rows scheduled for later count as `scheduled`.
+SELECT CASE WHEN status = 'pending' AND send_at > now() THEN 'scheduled' ELSE status END,
+       priority, count(*)
+FROM email_outbox GROUP BY 1, 2 ORDER BY 1, 2;
 
 -- status_counts_by_tag --
 -- Rows per status and priority among those carrying one tag (a scan: no index).
-SELECT status, priority, count(*) FROM email_outbox
+SELECT CASE WHEN status = 'pending' AND send_at > now() THEN 'scheduled' ELSE status END,
+       priority, count(*)
+FROM email_outbox
 WHERE tags @> ARRAY[%(tag)s]::text[]
-GROUP BY status, priority ORDER BY 1, 2;
+GROUP BY 1, 2 ORDER BY 1, 2;
 
 -- paced_pending --
 -- Pending rows sent back for their receiver's rate, per receiver (named in the reason).
@@ -330,14 +343,15 @@ WHERE status = 'pending' AND status_reason LIKE 'paced:%%'
 GROUP BY 1 ORDER BY 2 DESC, 1;
 
 -- oldest_unsent --
--- Age in seconds of the oldest unsent row per priority (from enqueue or the last
--- requeue), read from the head of the email_outbox_unsent_age index.
-SELECT p.priority, extract(epoch FROM now() - oldest.at)::float8
+-- Age in seconds of the oldest unsent row per priority (from enqueue, the last
+-- requeue or the time it was scheduled for; 0 while only scheduled rows wait),
+-- read from the head of the email_outbox_unsent_from index.
+SELECT p.priority, greatest(extract(epoch FROM now() - oldest.at), 0)::float8
 FROM (VALUES ('high'), ('bulk')) AS p (priority)
 CROSS JOIN LATERAL (
-    SELECT greatest(created_at, requeued_at) AS at FROM email_outbox
+    SELECT greatest(created_at, requeued_at, send_at) AS at FROM email_outbox
     WHERE status IN ('pending', 'queued', 'sending') AND priority = p.priority
-    ORDER BY greatest(created_at, requeued_at)
+    ORDER BY greatest(created_at, requeued_at, send_at)
     LIMIT 1
 ) AS oldest;
 
@@ -603,10 +617,10 @@ GROUP BY 1, 2;
 -- Per priority: age of the oldest unsent row and of the oldest due pending row
 -- (0 when none), each the first entry of a partial index.
 SELECT p.priority,
-       coalesce(extract(epoch FROM now() - (
-           SELECT greatest(created_at, requeued_at) FROM email_outbox
+       greatest(coalesce(extract(epoch FROM now() - (
+           SELECT greatest(created_at, requeued_at, send_at) FROM email_outbox
            WHERE status IN ('pending', 'queued', 'sending') AND priority = p.priority
-           ORDER BY greatest(created_at, requeued_at) LIMIT 1)), 0)::float8,
+           ORDER BY greatest(created_at, requeued_at, send_at) LIMIT 1)), 0), 0)::float8,
        greatest(coalesce(extract(epoch FROM now() - (
            SELECT min(next_attempt_at) FROM email_outbox
            WHERE status = 'pending' AND priority = p.priority)), 0), 0)::float8
@@ -730,13 +744,13 @@ WITH returned AS (
         AS r(id bigint, worker text, reason text, delay_seconds float8)
 )
 UPDATE email_outbox o
-SET status = CASE WHEN greatest(o.created_at, o.requeued_at)
+SET status = CASE WHEN greatest(o.created_at, o.requeued_at, o.send_at)
                        < now() - make_interval(secs => %(max_age_seconds)s)
                   THEN 'dead' ELSE 'pending' END,
-    status_reason = CASE WHEN greatest(o.created_at, o.requeued_at)
+    status_reason = CASE WHEN greatest(o.created_at, o.requeued_at, o.send_at)
                               < now() - make_interval(secs => %(max_age_seconds)s)
                          THEN 'gave up at the age limit: ' || r.reason ELSE r.reason END,
-    failed_at = CASE WHEN greatest(o.created_at, o.requeued_at)
+    failed_at = CASE WHEN greatest(o.created_at, o.requeued_at, o.send_at)
                           < now() - make_interval(secs => %(max_age_seconds)s)
                      THEN now() ELSE o.failed_at END,
     last_error = r.reason,
