@@ -31,11 +31,14 @@ from outbox.errors import (
 from outbox.models import Priority, Status
 
 if TYPE_CHECKING:
+    from outbox.cancelling import Cancellation, cancel
     from outbox.intake import Enqueued, enqueue, enqueue_many
 
 # Imported on first use: they bring in psycopg, which tools that only parse
 # (`python -m outbox.bounces`) do not need.
 _LAZY = {
+    "Cancellation": "outbox.cancelling",
+    "cancel": "outbox.cancelling",
     "Enqueued": "outbox.intake",
     "enqueue": "outbox.intake",
     "enqueue_many": "outbox.intake",
@@ -49,6 +52,7 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
+    "Cancellation",
     "ConfigError",
     "Enqueued",
     "HeaderInjection",
@@ -69,6 +73,7 @@ __all__ = [
     "TemplateError",
     "TransportError",
     "UnknownTemplate",
+    "cancel",
     "enqueue",
     "enqueue_many",
 ]

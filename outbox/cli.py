@@ -119,6 +119,10 @@ def _parser() -> argparse.ArgumentParser:  # noqa: PLR0915 (one statement per co
     which.add_argument("ref", nargs="?", metavar="KEY|MESSAGE-ID")
     which.add_argument("--dead", action="store_true", help="every dead email")
     which.add_argument("--held", action="store_true", help="every held email")
+    cancel = command("cancel", cmd_cancel, "call off an email no worker has taken yet")
+    cancel.add_argument("key", metavar="KEY", help="the email's idempotency key")
+    cancel.add_argument("--reason", required=True, help="why (recorded in its history)")
+    cancel.add_argument("--by", help="who (recorded); default: cli:<login name>")
     suppress = command("suppress", cmd_suppress, "manage the suppression list")
     suppress.add_argument("action", choices=["add", "remove", "list", "check"])
     suppress.add_argument("address", nargs="?")
@@ -465,6 +469,27 @@ def cmd_requeue(settings: Settings, args: argparse.Namespace) -> int:
         print(f"no failed, dead or held email with key or Message-ID {args.ref!r}", file=sys.stderr)
         return 1
     print(f"requeued {len(woken)} emails")
+    return 0
+
+
+def cmd_cancel(settings: Settings, args: argparse.Namespace) -> int:
+    """Exit 0 when cancelled now, 1 when the email is past cancelling or unknown."""
+    import getpass  # noqa: PLC0415
+
+    from outbox.cancelling import cancel  # noqa: PLC0415
+    from outbox.db import store  # noqa: PLC0415
+
+    by = args.by or f"cli:{getpass.getuser()}"
+    with _connect(settings) as conn:
+        result = cancel(conn, args.key, reason=args.reason, by=by)
+        store.commit(conn)
+    if result.status is None:
+        print(f"no email with key {args.key!r}", file=sys.stderr)
+        return 1
+    if not result.cancelled:
+        print(f"not cancelled: the email is {result.status}", file=sys.stderr)
+        return 1
+    print(f"cancelled email {result.id}")
     return 0
 
 

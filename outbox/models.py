@@ -17,6 +17,7 @@ class Status(StrEnum):
     DEAD = "dead"  # retries or age exhausted
     HELD = "held"  # parked for an operator after an uncertain delivery
     SUPPRESSED = "suppressed"  # the recipient was on the suppression list: never sent
+    CANCELLED = "cancelled"  # called off before any attempt (outbox.cancel): never sent
 
 
 class Priority(StrEnum):

@@ -456,6 +456,13 @@ def schedule_new(conn: Conn, ids: Sequence[int]) -> None:
         conn.execute(queries["schedule_new"], {"ids": list(ids)})
 
 
+def cancel(conn: Conn, *, key: str, reason: str, by: str) -> tuple[int, str, bool] | None:
+    """(id, status before, cancelled now) of the key's row, or None when there is none."""
+    with translate_errors():
+        row = conn.execute(queries["cancel"], {"key": key, "reason": reason, "by": by}).fetchone()
+    return (int(row[0]), str(row[1]), bool(row[2])) if row else None
+
+
 def count_in_flight(conn: Conn, priority: str) -> int:
     with translate_errors():
         row = conn.execute(queries["count_in_flight"], {"priority": priority}).fetchone()

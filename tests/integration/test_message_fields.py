@@ -17,7 +17,9 @@ import dkim as dkimpy
 import psycopg
 import pytest
 
+import outbox as outbox_api
 from outbox import (
+    Cancellation,
     HeaderInjection,
     IdempotencyConflict,
     InvalidContent,
@@ -546,3 +548,56 @@ def test_a_naive_send_at_writes_nothing(shop: Settings) -> None:
     with pytest.raises(InvalidMessage, match="naive"):
         add(shop, send_at=dt.datetime.now() + dt.timedelta(hours=1))
     assert query(shop, "SELECT count(*) FROM email_outbox") == [(0,)]
+
+
+def test_cancel_in_the_callers_transaction(shop: Settings) -> None:
+    in_an_hour = dt.datetime.now(dt.UTC) + dt.timedelta(hours=1)
+    add(shop, "order-1", send_at=in_an_hour)
+    with psycopg.connect(shop.database_url) as conn:
+        result = outbox_api.cancel(conn, "order-1", reason="order refunded", by="support:ana")
+        assert result == Cancellation(True, "cancelled", 1)
+        conn.rollback()  # the caller's business change failed: nothing was cancelled
+    assert query(shop, "SELECT status FROM email_outbox") == [("pending",)]
+    with psycopg.connect(shop.database_url) as conn:
+        assert outbox_api.cancel(conn, "order-1", reason="order refunded", by="support:ana")
+        conn.commit()
+    assert query(shop, "SELECT to_status, reason, actor FROM email_event") == [
+        ("cancelled", "cancelled: order refunded", "support:ana")
+    ]
+    with psycopg.connect(shop.database_url) as conn:
+        again = outbox_api.cancel(conn, "order-1", reason="twice", by="support:ana")
+        unknown = outbox_api.cancel(conn, "no-such-key", reason="x", by="y")
+    assert again == Cancellation(False, "cancelled", 1)
+    assert unknown == Cancellation(False, None)
+    with psycopg.connect(shop.database_url) as conn:  # the key stays taken
+        same = enqueue(
+            conn, idempotency_key="order-1", to="alice@example.org", template="login_code",
+            params=LOGIN, priority="high", send_at=in_an_hour, settings=shop,
+        )  # fmt: skip
+    assert (same.created, same.status) == (False, "cancelled")
+
+
+def test_a_queued_email_cancelled_is_skipped_by_the_worker(shop: Settings) -> None:
+    add(shop, "k")
+    with harness(shop) as (h, sink):
+        h.relay.run_round()
+        assert query(shop, "SELECT status FROM email_outbox") == [("queued",)]
+        result = outbox(shop, "cancel", "k", "--reason", "user deleted", "--by", "ops:bo")
+        assert result.returncode == 0, result.stderr
+        assert "cancelled email 1" in result.stdout
+        while h.groups:
+            h.delivery.deliver(h.groups.pop(0))  # the id arrives anyway: nothing is sent
+    assert sink.messages == []
+    assert query(shop, "SELECT status, attempts FROM email_outbox") == [("cancelled", 0)]
+    late = outbox(shop, "cancel", "k", "--reason", "again")
+    assert late.returncode == 1
+    assert "not cancelled: the email is cancelled" in late.stderr
+
+
+def test_a_sent_email_cannot_be_cancelled(shop: Settings) -> None:
+    add(shop, "k")
+    delivered(shop)
+    with psycopg.connect(shop.database_url) as conn:
+        result = outbox_api.cancel(conn, "k", reason="too late", by="ops")
+    assert result == Cancellation(False, "sent", 1)
+    assert outbox(shop, "cancel", "none", "--reason", "x").returncode == 1

@@ -39,7 +39,7 @@ LAYERS: list[set[str]] = [
     },  # pure core
     # I/O edges; validate and fields are pure but for the address library
     {"db", "transports", "message", "pacing", "broker", "telemetry", "validate", "fields"},
-    {"delivery", "relay", "feedback", "intake", "preflight"},  # orchestration
+    {"delivery", "relay", "feedback", "intake", "cancelling", "preflight"},  # orchestration
     {"cli", "worker", "web", "testing"},  # processes
 ]
 DRIVERS = {"psycopg", "psycopg_pool", "dramatiq", "redis", "smtplib", "httpx", "boto3"}

@@ -9,11 +9,11 @@ import outbox
 
 def test_public_names() -> None:
     assert sorted(outbox.__all__) == [
-        "ConfigError", "Enqueued", "HeaderInjection", "IdempotencyConflict", "InvalidAddress",
-        "InvalidContent", "InvalidField", "InvalidKey", "InvalidMessage", "InvalidParams",
-        "MissingParams", "OutboxError", "Priority", "SenderNotAllowed", "Settings", "Status",
-        "StoreError", "TemplateError", "TransportError", "UnknownTemplate", "enqueue",
-        "enqueue_many",
+        "Cancellation", "ConfigError", "Enqueued", "HeaderInjection", "IdempotencyConflict",
+        "InvalidAddress", "InvalidContent", "InvalidField", "InvalidKey", "InvalidMessage",
+        "InvalidParams", "MissingParams", "OutboxError", "Priority", "SenderNotAllowed",
+        "Settings", "Status", "StoreError", "TemplateError", "TransportError", "UnknownTemplate",
+        "cancel", "enqueue", "enqueue_many",
     ]  # fmt: skip
     for name in outbox.__all__:
         assert getattr(outbox, name).__module__.startswith("outbox.")
@@ -26,6 +26,7 @@ def test_enqueue_functions_are_functions() -> None:
     # A submodule of the same name must never shadow them.
     assert inspect.isfunction(outbox.enqueue)
     assert inspect.isfunction(outbox.enqueue_many)
+    assert inspect.isfunction(outbox.cancel)
     assert list(inspect.signature(outbox.enqueue).parameters)[:2] == ["conn", "idempotency_key"]
 
 
