@@ -9,7 +9,6 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from contextlib import AbstractContextManager
-from email.utils import parseaddr
 from functools import cache
 
 from outbox.config import Settings
@@ -102,8 +101,11 @@ class Composer:
             else []
         )
         data = build_message(envelope, rendered.text, rendered.html, files)
+        if not self.signers:
+            return data
         # Signed by the From's own domain, so DMARC aligns for every sender= allowed.
-        signer = self.signers.for_domain(parseaddr(sender)[1].rpartition("@")[2])
+        # A stored From ends with its address, so its last "@" starts the domain.
+        signer = self.signers.for_domain(sender.rpartition("@")[2].rstrip(">").strip())
         return signer.sign(data) if signer else data
 
 
