@@ -1,6 +1,7 @@
 """Templates to (subject, text, html), compiled once per template version.
 
-Layout of ``OUTBOX_TEMPLATES``: one folder per template holding
+Layout of ``OUTBOX_TEMPLATES``: a ``_layouts/`` folder of shared files
+(:mod:`outbox.message.layouts`), and one folder per template holding
 ``subject.txt``, ``body.mjml`` or ``body.html`` (autoescaped), and
 ``body.txt`` (required without an HTML body, else derived from it), plus an
 optional ``template.toml`` (default priority, extra required params, example
@@ -26,6 +27,7 @@ import jinja2
 import jinja2.meta
 
 from outbox.errors import TemplateError, UnknownTemplate
+from outbox.message import layouts
 from outbox.message.compile import (
     META,
     SOURCE_FILES,
@@ -162,10 +164,23 @@ class TemplateSet:
         return template
 
     def read(self, name: str) -> dict[str, str]:
+        """The template's files, and the ``_layouts/`` files they use (part of its version)."""
         folder = self.directory / name
         if not _NAME.fullmatch(name) or not (folder / SUBJECT).is_file():
             raise UnknownTemplate(f"unknown template {name!r} in {self.directory}")
-        return {f: (folder / f).read_text("utf-8") for f in SOURCE_FILES if (folder / f).is_file()}
+        files = {f: (folder / f).read_text("utf-8") for f in SOURCE_FILES if (folder / f).is_file()}
+        try:
+            used = layouts.gather(list(files.values()), self._read_layout)
+        except TemplateError as exc:
+            raise TemplateError(f"template {name!r}: {exc}") from None
+        return files | used
+
+    def _read_layout(self, name: str) -> str:
+        path = self.directory / name  # name is _layouts/<file>, checked by layouts.referenced
+        try:
+            return path.read_text("utf-8")
+        except OSError:
+            raise TemplateError(f"no layout {name!r} in {self.directory}") from None
 
     def _compile(self, name: str, files: Mapping[str, str]) -> tuple[str | None, str, bool]:
         try:
@@ -186,7 +201,8 @@ class TemplateSet:
     ) -> Template:
         meta = _meta(name, files)
         # The HTML before the text derived from it: an error names the author's file.
-        sources = [("subject.txt", self._text_env, files[SUBJECT])]
+        subject = layouts.resolve(files[SUBJECT], files, label=SUBJECT)
+        sources = [("subject.txt", self._text_env, subject)]
         if compiled_html is not None:
             sources.append(("HTML part", self._html_env, compiled_html))
         text_env = self._derived_env if text_derived else self._text_env

@@ -30,7 +30,7 @@ from outbox import (
     enqueue,
     enqueue_many,
 )
-from outbox.config import Settings
+from outbox.config import PACKAGE_TEMPLATES, Settings
 from outbox.db import store
 from outbox.message.sign import Signers
 from outbox.testing.sink import Behaviour, Received
@@ -601,3 +601,33 @@ def test_a_sent_email_cannot_be_cancelled(shop: Settings) -> None:
         result = outbox_api.cancel(conn, "k", reason="too late", by="ops")
     assert result == Cancellation(False, "sent", 1)
     assert outbox(shop, "cancel", "none", "--reason", "x").returncode == 1
+
+
+def test_a_template_with_layouts_is_sent_as_stored(shop: Settings, tmp_path: Path) -> None:
+    from tests.unit.test_layouts import BASE_MJML, CHILD_MJML, FOOTER_MJML, write  # noqa: PLC0415
+
+    write(
+        tmp_path,
+        {
+            "_layouts/base.mjml": BASE_MJML,
+            "_layouts/footer.mjml": FOOTER_MJML,
+            "code/subject.txt": "Your code",
+            "code/body.mjml": CHILD_MJML,
+        },
+    )
+    settings = dataclasses.replace(shop, templates=tmp_path)
+    with psycopg.connect(settings.database_url) as conn:
+        enqueue(
+            conn, idempotency_key="k", to="alice@example.org", template="code",
+            params={"product": "Shop", "name": "Ana", "code": "424242"}, settings=settings,
+        )  # fmt: skip
+        conn.commit()
+    ((files,),) = query(settings, "SELECT files FROM email_template_version")
+    assert {"_layouts/base.mjml", "_layouts/footer.mjml", "body.mjml"} <= set(files)
+    # The worker reads another directory: it renders the version stored at enqueue.
+    worker = dataclasses.replace(settings, templates=PACKAGE_TEMPLATES)
+    ((_, message),) = delivered(worker)
+    text, html = message.iter_parts()
+    assert "Sent by Shop to Ana" in html.get_content()
+    assert "Code: 424242" in html.get_content()
+    assert "Sent by Shop to Ana" in text.get_content()  # derived from the whole HTML
