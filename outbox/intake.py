@@ -16,7 +16,7 @@ import psycopg
 from outbox.config import Settings, default_settings
 from outbox.db import store
 from outbox.errors import ConfigError, IdempotencyConflict, InvalidAddress, InvalidMessage
-from outbox.fields import extra_headers, inline, labels, recipients, schedule, senders
+from outbox.fields import extra_headers, inline, labels, locales, recipients, schedule, senders
 from outbox.message import attachments
 from outbox.message import versions as template_versions
 from outbox.message.message_id import message_id as derive_message_id
@@ -75,6 +75,7 @@ class _Row:
     cc: tuple[str, ...] = ()  # outbox.fields.recipients
     bcc: tuple[str, ...] = ()
     send_at: dt.datetime | None = None  # outbox.fields.schedule; None: at once
+    locale: str | None = None  # the template variant used (outbox.fields.locales)
 
 
 def enqueue(
@@ -96,6 +97,7 @@ def enqueue(
     cc: str | Sequence[str] | None = None,
     bcc: str | Sequence[str] | None = None,
     send_at: dt.datetime | None = None,
+    locale: str | None = None,
     settings: Settings | None = None,
 ) -> Enqueued:
     """Add one email to the outbox in ``conn``'s current transaction.
@@ -121,7 +123,9 @@ def enqueue(
     ``outbox show``, ``outbox status --tag``, spans and the providers' tags.
     ``cc`` and ``bcc`` add recipients of the same message (ten in all, ``to``
     included); a suppressed one is dropped and recorded, the rest still get it.
-    ``send_at`` (timezone-aware) holds the email until then.
+    ``send_at`` (timezone-aware) holds the email until then. ``locale``
+    (``de-AT``) picks the template's language folder: ``de-AT``, else ``de``,
+    else the default files.
     """
     settings = settings or default_settings()
     with (
@@ -148,6 +152,7 @@ def enqueue(
                 cc=cc,
                 bcc=bcc,
                 send_at=send_at,
+                locale=locale,
             ),
         )
         row = dataclasses.replace(row, trace_context=current_traceparent())
@@ -193,7 +198,7 @@ def enqueue_many(
     Each mapping takes the keyword arguments of :func:`enqueue`
     (``idempotency_key``, ``to``, ``template``, ``params``, ``priority``,
     ``sender``, ``reply_to``, ``subject``, ``text``, ``html``, ``headers``,
-    ``tags``, ``metadata``, ``cc``, ``bcc``, ``send_at``).
+    ``tags``, ``metadata``, ``cc``, ``bcc``, ``send_at``, ``locale``).
     Rows are validated as they stream into Postgres by COPY, so checking and
     inserting run side by side; the first invalid row aborts the COPY and
     nothing is written.
@@ -239,7 +244,8 @@ def _validated_rows(
     conn: psycopg.Connection[Any], settings: Settings, emails: Iterable[Mapping[str, Any]]
 ) -> Iterator[_Row]:
     seen: set[str] = set()
-    ready: dict[str, Template] = {}  # looked up and stored once per batch, not per row
+    # Looked up and stored once per batch and language, not per row.
+    ready: dict[tuple[str, str | None], Template] = {}
     for index, email in enumerate(emails):
         try:
             row = _validated(
@@ -262,6 +268,7 @@ def _validated_rows(
                     cc=email.get("cc"),
                     bcc=email.get("bcc"),
                     send_at=email.get("send_at"),
+                    locale=email.get("locale"),
                 ),
                 ready=ready,
             )
@@ -295,6 +302,7 @@ def _columns(row: _Row, trace_context: str | None) -> store.NewRow:
         list(row.cc) or None,
         list(row.bcc) or None,
         row.send_at,
+        row.locale,
     )
 
 
@@ -308,7 +316,7 @@ def _validated(
     params: object,
     priority: object,
     fields: _Fields,
-    ready: dict[str, Template] | None = None,
+    ready: dict[tuple[str, str | None], Template] | None = None,
 ) -> _Row:
     checked_key = check_key(key)
     recipient = normalize_address(to)
@@ -325,12 +333,16 @@ def _validated(
         raise InvalidMessage("template must be a string (or None, with subject and text or html)")
     if (fields.subject, fields.text, fields.html) != (None, None, None):
         raise InvalidMessage("subject, text and html are for an email without a template")
-    template = ready.get(template_name) if ready is not None else None
+    locale = locales.check_locale(fields.locale)
+    cache_key = (template_name, locale)
+    template = ready.get(cache_key) if ready is not None else None
     if template is None:
-        template = template_set(settings.templates).get(template_name)
+        templates = template_set(settings.templates)
+        variant = templates.pick(template_name, locales.fallbacks(locale)) if locale else None
+        template = templates.get(template_name, variant)
         template_versions.ensure_stored(conn, template)  # committed before any row names it
         if ready is not None:
-            ready[template_name] = template
+            ready[cache_key] = template
     checked_priority = check_priority(
         (template.priority or "bulk") if priority is None else priority
     )
@@ -343,6 +355,8 @@ def _validated(
         max_bytes=settings.max_attachment_bytes,
     )
     checked = _checked_fields(settings, fields, recipient)
+    if locale is not None:
+        checked.hashed["locale"] = locale
     return _Row(
         key=checked_key,
         recipient=recipient,
@@ -362,6 +376,7 @@ def _validated(
         cc=checked.cc,
         bcc=checked.bcc,
         send_at=checked.send_at,
+        locale=template.variant,
     )
 
 
@@ -375,6 +390,8 @@ def _validated_inline(
     fields: _Fields,
 ) -> _Row:
     """An email without a template: its own subject and bodies, stored with the row."""
+    if fields.locale is not None:
+        raise InvalidMessage("locale picks a template's variant: an email without one has none")
     content = inline.check_content(
         fields.subject, fields.text, fields.html, max_bytes=settings.max_content_bytes
     )
@@ -426,6 +443,7 @@ class _Fields:
     cc: object = None
     bcc: object = None
     send_at: object = None
+    locale: object = None
 
 
 @dataclass(frozen=True, slots=True)

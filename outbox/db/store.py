@@ -233,6 +233,7 @@ class OutboxRow:
     metadata: dict[str, Any] = dataclasses.field(default_factory=dict)
     cc: Sequence[str] = ()  # more recipients, in the Cc header
     bcc: Sequence[str] = ()  # more recipients, in no header (RCPT TO only)
+    locale: str | None = None  # the template's language folder; None: its default files
 
 
 @dataclass(frozen=True, slots=True)
@@ -307,6 +308,7 @@ def insert_message(
     cc: Sequence[str] | None = None,
     bcc: Sequence[str] | None = None,
     send_at: dt.datetime | None = None,
+    locale: str | None = None,
 ) -> Inserted:
     args = {
         "key": key,
@@ -329,6 +331,7 @@ def insert_message(
         "cc": list(cc) if cc else None,
         "bcc": list(bcc) if bcc else None,
         "send_at": send_at,
+        "locale": locale,
     }
     with translate_errors(), conn.cursor(row_factory=tuple_row) as cur:
         row = cur.execute(queries["insert_message"], args).fetchone()
@@ -343,11 +346,11 @@ def insert_message(
 
 # key, recipient, template, params, content_hash, message_id, priority,
 # template_version, trace_context, sender, reply_to, subject, body_text, body_html,
-# headers, tags, metadata, cc, bcc, send_at: the columns enqueue_many writes
+# headers, tags, metadata, cc, bcc, send_at, locale: the columns enqueue_many writes
 NewRow = tuple[
     str, str, str, str, str, str, str, str | None, str | None, str | None, list[str] | None,
     str | None, str | None, str | None, str | None, list[str] | None, str | None,
-    list[str] | None, list[str] | None, dt.datetime | None,
+    list[str] | None, list[str] | None, dt.datetime | None, str | None,
 ]  # fmt: skip
 
 

@@ -45,7 +45,7 @@ class Composer:
                 raise TemplateError(f"row {row.id} has no template and no stored content")
             return Rendered(row.subject, row.body_text, row.body_html)
         template = template_versions.resolve(
-            self.templates, row.template, row.template_version, connect
+            self.templates, row.template, row.template_version, connect, row.locale
         )
         settings = self.settings
         if row.priority == Priority.BULK and settings.unsubscribe_url:

@@ -622,7 +622,11 @@ def test_a_template_with_layouts_is_sent_as_stored(shop: Settings, tmp_path: Pat
             params={"product": "Shop", "name": "Ana", "code": "424242"}, settings=settings,
         )  # fmt: skip
         conn.commit()
-    ((files,),) = query(settings, "SELECT files FROM email_template_version")
+    ((files,),) = query(
+        settings,
+        "SELECT files FROM email_template_version"
+        " WHERE hash = (SELECT template_version FROM email_outbox)",
+    )
     assert {"_layouts/base.mjml", "_layouts/footer.mjml", "body.mjml"} <= set(files)
     # The worker reads another directory: it renders the version stored at enqueue.
     worker = dataclasses.replace(settings, templates=PACKAGE_TEMPLATES)
@@ -631,3 +635,63 @@ def test_a_template_with_layouts_is_sent_as_stored(shop: Settings, tmp_path: Pat
     assert "Sent by Shop to Ana" in html.get_content()
     assert "Code: 424242" in html.get_content()
     assert "Sent by Shop to Ana" in text.get_content()  # derived from the whole HTML
+
+
+def test_a_locale_picks_the_template_variant_with_fallback(shop: Settings, tmp_path: Path) -> None:
+    from tests.unit.test_layouts import write  # noqa: PLC0415
+
+    write(
+        tmp_path,
+        {
+            "greeting/subject.txt": "Hello {{ name }}",
+            "greeting/body.txt": "Hello {{ name }}\n",
+            "greeting/de/subject.txt": "Hallo {{ name }}",
+            "greeting/de/body.txt": "Hallo {{ name }}\n",
+            "greeting/de-AT/subject.txt": "Servus {{ name }}",
+            "greeting/de-AT/body.txt": "Servus {{ name }}\n",
+        },
+    )
+    settings = dataclasses.replace(shop, templates=tmp_path)
+    with psycopg.connect(settings.database_url) as conn:
+        for key, locale in (("at", "de-at"), ("ch", "de-CH"), ("fr", "fr"), ("none", None)):
+            enqueue(
+                conn, idempotency_key=key, to=f"{key}@example.org", template="greeting",
+                params={"name": "Ana"}, locale=locale, settings=settings,
+            )  # fmt: skip
+        conn.commit()
+    assert dict(query(settings, "SELECT idempotency_key, locale FROM email_outbox")) == {
+        "at": "de-AT", "ch": "de", "fr": None, "none": None,
+    }  # fmt: skip
+    worker = dataclasses.replace(settings, templates=PACKAGE_TEMPLATES)  # renders stored versions
+    subjects = {str(m["To"]).partition("@")[0]: m["Subject"] for _, m in delivered(worker)}
+    assert subjects == {
+        "at": "Servus Ana",
+        "ch": "Hallo Ana",
+        "fr": "Hello Ana",
+        "none": "Hello Ana",
+    }
+    with psycopg.connect(settings.database_url) as conn, pytest.raises(InvalidMessage):
+        enqueue(
+            conn, idempotency_key="bad", to="a@example.org", template="greeting",
+            params={"name": "Ana"}, locale="deutsch", settings=settings,
+        )  # fmt: skip
+
+
+def test_templates_check_fails_on_a_variant(settings: Settings, tmp_path: Path) -> None:
+    from tests.unit.test_layouts import write  # noqa: PLC0415
+
+    write(
+        tmp_path,
+        {
+            "greeting/subject.txt": "Hello {{ name }}",
+            "greeting/body.txt": "Hello {{ name }}\n",
+            "greeting/template.toml": '[example]\nname = "Ana"\n',
+            "greeting/de/subject.txt": "Hallo {{ name }}",
+            "greeting/de/body.txt": "Hallo {{ vorname }}\n",
+        },
+    )
+    result = outbox(dataclasses.replace(settings, templates=tmp_path), "templates", "check")
+    assert result.returncode == 1
+    assert "ok   greeting " in result.stdout
+    assert "FAIL greeting/de:" in result.stdout
+    assert "vorname" in result.stdout

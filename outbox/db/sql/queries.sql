@@ -9,14 +9,14 @@ WITH suppression AS (
     INSERT INTO email_outbox
         (idempotency_key, recipient, template, params, content_hash, message_id, priority, status,
          status_reason, template_version, trace_context, sender, reply_to, subject, body_text,
-         body_html, headers, tags, metadata, cc, bcc, send_at, next_attempt_at)
+         body_html, headers, tags, metadata, cc, bcc, send_at, next_attempt_at, locale)
     SELECT %(key)s, %(recipient)s, %(template)s, %(params)s, %(content_hash)s, %(message_id)s,
            %(priority)s,
            CASE WHEN s.reason IS NULL THEN 'pending' ELSE 'suppressed' END,
            CASE WHEN s.reason IS NULL THEN 'enqueued' ELSE 'recipient suppressed: ' || s.reason END,
            %(template_version)s, %(trace_context)s, %(sender)s, %(reply_to)s, %(subject)s,
            %(body_text)s, %(body_html)s, %(headers)s, %(tags)s, %(metadata)s, %(cc)s, %(bcc)s,
-           %(send_at)s::timestamptz, coalesce(%(send_at)s::timestamptz, now())
+           %(send_at)s::timestamptz, coalesce(%(send_at)s::timestamptz, now()), %(locale)s
     FROM (SELECT 1) AS one LEFT JOIN suppression s ON true
     ON CONFLICT (idempotency_key) DO NOTHING
     RETURNING id, message_id, content_hash, priority, status
@@ -48,7 +48,7 @@ SELECT coalesce(pg_sequence_last_value(pg_get_serial_sequence('email_outbox', 'i
 COPY email_outbox
     (idempotency_key, recipient, template, params, content_hash, message_id, priority,
      template_version, trace_context, sender, reply_to, subject, body_text, body_html, headers,
-     tags, metadata, cc, bcc, send_at)
+     tags, metadata, cc, bcc, send_at, locale)
 FROM STDIN;
 
 -- copied_rows --
@@ -77,7 +77,7 @@ CREATE TEMP TABLE IF NOT EXISTS email_outbox_staging (
     idempotency_key text, recipient text, template text, params jsonb,
     content_hash text, message_id text, priority text, template_version text, trace_context text,
     sender text, reply_to text[], subject text, body_text text, body_html text, headers jsonb,
-    tags text[], metadata jsonb, cc text[], bcc text[], send_at timestamptz
+    tags text[], metadata jsonb, cc text[], bcc text[], send_at timestamptz, locale text
 ) ON COMMIT DELETE ROWS;
 
 -- clear_staging --
@@ -89,7 +89,7 @@ TRUNCATE email_outbox_staging;
 COPY email_outbox_staging
     (idempotency_key, recipient, template, params, content_hash, message_id, priority,
      template_version, trace_context, sender, reply_to, subject, body_text, body_html, headers,
-     tags, metadata, cc, bcc, send_at)
+     tags, metadata, cc, bcc, send_at, locale)
 FROM STDIN;
 
 -- staging_conflicts --
@@ -105,14 +105,14 @@ LIMIT 5;
 INSERT INTO email_outbox
     (idempotency_key, recipient, template, params, content_hash, message_id, priority, status,
      status_reason, template_version, trace_context, sender, reply_to, subject, body_text,
-     body_html, headers, tags, metadata, cc, bcc, send_at, next_attempt_at)
+     body_html, headers, tags, metadata, cc, bcc, send_at, next_attempt_at, locale)
 SELECT s.idempotency_key, s.recipient, s.template, s.params, s.content_hash, s.message_id,
        s.priority,
        CASE WHEN x.reason IS NULL THEN 'pending' ELSE 'suppressed' END,
        CASE WHEN x.reason IS NULL THEN 'enqueued' ELSE 'recipient suppressed: ' || x.reason END,
        s.template_version, s.trace_context, s.sender, s.reply_to, s.subject, s.body_text,
        s.body_html, s.headers, s.tags, s.metadata, s.cc, s.bcc, s.send_at,
-       coalesce(s.send_at, now())
+       coalesce(s.send_at, now()), s.locale
 FROM email_outbox_staging s
 LEFT JOIN email_suppression x
     ON x.address = lower(s.recipient) AND (x.scope = 'all' OR s.priority = 'bulk')
@@ -235,7 +235,7 @@ RETURNING id, idempotency_key, recipient, template, params, message_id, priority
           trace_context,
           sender, coalesce(reply_to, '{}'), subject, body_text, body_html,
           coalesce(headers, '[]'), coalesce(tags, '{}'), coalesce(metadata, '{}'),
-          coalesce(cc, '{}'), coalesce(bcc, '{}');
+          coalesce(cc, '{}'), coalesce(bcc, '{}'), locale;
 
 -- record_results --
 -- Store each attempt and its row's new state in one statement. The attempt is
