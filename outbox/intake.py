@@ -16,7 +16,16 @@ import psycopg
 from outbox.config import Settings, default_settings
 from outbox.db import store
 from outbox.errors import ConfigError, IdempotencyConflict, InvalidAddress, InvalidMessage
-from outbox.fields import extra_headers, inline, labels, locales, recipients, schedule, senders
+from outbox.fields import (
+    extra_headers,
+    files,
+    inline,
+    labels,
+    locales,
+    recipients,
+    schedule,
+    senders,
+)
 from outbox.message import attachments
 from outbox.message import versions as template_versions
 from outbox.message.message_id import message_id as derive_message_id
@@ -76,6 +85,8 @@ class _Row:
     bcc: tuple[str, ...] = ()
     send_at: dt.datetime | None = None  # outbox.fields.schedule; None: at once
     locale: str | None = None  # the template variant used (outbox.fields.locales)
+    attachments: str | None = None  # JSON: the files given by content (outbox.fields.files)
+    files: tuple[files.File, ...] = ()  # their bytes, stored apart once the row exists
 
 
 def enqueue(
@@ -98,6 +109,7 @@ def enqueue(
     bcc: str | Sequence[str] | None = None,
     send_at: dt.datetime | None = None,
     locale: str | None = None,
+    attachments: Sequence[Mapping[str, Any]] | None = None,
     settings: Settings | None = None,
 ) -> Enqueued:
     """Add one email to the outbox in ``conn``'s current transaction.
@@ -125,7 +137,9 @@ def enqueue(
     included); a suppressed one is dropped and recorded, the rest still get it.
     ``send_at`` (timezone-aware) holds the email until then. ``locale``
     (``de-AT``) picks the template's language folder: ``de-AT``, else ``de``,
-    else the default files.
+    else the default files. ``attachments`` are files given by content
+    (``{"filename", "content": bytes, "content_type"?}``), stored once per
+    distinct content.
     """
     settings = settings or default_settings()
     with (
@@ -153,12 +167,15 @@ def enqueue(
                 bcc=bcc,
                 send_at=send_at,
                 locale=locale,
+                attachments=attachments,
             ),
         )
         row = dataclasses.replace(row, trace_context=current_traceparent())
-        result = store.insert_message(conn, **dataclasses.asdict(row))
+        result = store.insert_message(conn, **_insert_args(row))
         if result.created and (row.cc or row.bcc):
             store.drop_suppressed_copies(conn, [result.id])
+        if result.created and row.files:
+            store.store_attachments(conn, [(result.id, f.sha256, f.content) for f in row.files])
         if span.is_recording():
             span.set_attributes(
                 email_attributes(
@@ -198,7 +215,7 @@ def enqueue_many(
     Each mapping takes the keyword arguments of :func:`enqueue`
     (``idempotency_key``, ``to``, ``template``, ``params``, ``priority``,
     ``sender``, ``reply_to``, ``subject``, ``text``, ``html``, ``headers``,
-    ``tags``, ``metadata``, ``cc``, ``bcc``, ``send_at``, ``locale``).
+    ``tags``, ``metadata``, ``cc``, ``bcc``, ``send_at``, ``locale``, ``attachments``).
     Rows are validated as they stream into Postgres by COPY, so checking and
     inserting run side by side; the first invalid row aborts the COPY and
     nothing is written.
@@ -216,6 +233,7 @@ def enqueue_many(
         trace_context = current_traceparent()
         with_copies: set[str] = set()  # keys of rows with cc or bcc, to check after the insert
         scheduled: set[str] = set()  # keys of rows with a send_at, which COPY cannot apply
+        given: dict[str, tuple[files.File, ...]] = {}  # files by content, stored after the insert
 
         def columns() -> Iterator[store.NewRow]:
             for row in itertools.chain([first], rows):
@@ -223,6 +241,8 @@ def enqueue_many(
                     with_copies.add(row.key)
                 if row.send_at is not None:
                     scheduled.add(row.key)
+                if row.files:
+                    given[row.key] = row.files
                 yield _columns(row, trace_context)
 
         results = store.insert_many(conn, columns())
@@ -237,6 +257,10 @@ def enqueue_many(
     later = [i for k, i, _, c, _ in results.rows if c and k in scheduled]
     if later:
         store.schedule_new(conn, later)
+    uses = [
+        (i, f.sha256, f.content) for k, i, _, c, _ in results.rows if c for f in given.get(k, ())
+    ]
+    store.store_attachments(conn, uses)
     return [Enqueued(i, m, c, k, s) for k, i, m, c, s in results.rows]
 
 
@@ -269,6 +293,7 @@ def _validated_rows(
                     bcc=email.get("bcc"),
                     send_at=email.get("send_at"),
                     locale=email.get("locale"),
+                    attachments=email.get("attachments"),
                 ),
                 ready=ready,
             )
@@ -278,6 +303,11 @@ def _validated_rows(
             raise IdempotencyConflict(f"email #{index}: key {row.key!r} appears twice in the batch")
         seen.add(row.key)
         yield row
+
+
+def _insert_args(row: _Row) -> dict[str, Any]:
+    """The row's columns for store.insert_message; the files' bytes are stored apart."""
+    return {f.name: getattr(row, f.name) for f in dataclasses.fields(row) if f.name != "files"}
 
 
 def _columns(row: _Row, trace_context: str | None) -> store.NewRow:
@@ -303,6 +333,7 @@ def _columns(row: _Row, trace_context: str | None) -> store.NewRow:
         list(row.bcc) or None,
         row.send_at,
         row.locale,
+        row.attachments,
     )
 
 
@@ -349,12 +380,14 @@ def _validated(
     params_json = dump_params(params, max_bytes=settings.max_params_bytes)
     check_params_for(template, params or {})  # type: ignore[arg-type]  # a dict, checked above
     check_params_shape(template, params or {})  # type: ignore[arg-type]  # a dict, checked above
-    attachments.references(
+    referenced = attachments.references(
         params or {},  # type: ignore[arg-type]  # a dict, checked above
         directory=settings.attachments_dir,
         max_bytes=settings.max_attachment_bytes,
     )
-    checked = _checked_fields(settings, fields, recipient)
+    # Files by reference and by content share one limit.
+    room = settings.max_attachment_bytes - sum(r.size for r in referenced)
+    checked = _checked_fields(settings, fields, recipient, attachment_bytes=room)
     if locale is not None:
         checked.hashed["locale"] = locale
     return _Row(
@@ -377,6 +410,8 @@ def _validated(
         bcc=checked.bcc,
         send_at=checked.send_at,
         locale=template.variant,
+        attachments=checked.attachments,
+        files=checked.files,
     )
 
 
@@ -398,12 +433,14 @@ def _validated_inline(
     checked_priority = check_priority("bulk" if priority is None else priority)
     params_json = dump_params(params, max_bytes=settings.max_params_bytes)
     inline.check_inline_params(params)
-    attachments.references(
+    referenced = attachments.references(
         params or {},  # type: ignore[arg-type]  # a dict, checked above
         directory=settings.attachments_dir,
         max_bytes=settings.max_attachment_bytes,
     )
-    checked = _checked_fields(settings, fields, recipient)
+    # Files by reference and by content share one limit.
+    room = settings.max_attachment_bytes - sum(r.size for r in referenced)
+    checked = _checked_fields(settings, fields, recipient, attachment_bytes=room)
     hashed = {**checked.hashed, **content.hashed()}
     return _Row(
         key=key,
@@ -422,6 +459,8 @@ def _validated_inline(
         cc=checked.cc,
         bcc=checked.bcc,
         send_at=checked.send_at,
+        attachments=checked.attachments,
+        files=checked.files,
         subject=content.subject,
         body_text=content.text,
         body_html=content.html,
@@ -444,6 +483,7 @@ class _Fields:
     bcc: object = None
     send_at: object = None
     locale: object = None
+    attachments: object = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -459,9 +499,13 @@ class _Checked:
     cc: tuple[str, ...]
     bcc: tuple[str, ...]
     send_at: dt.datetime | None
+    files: tuple[files.File, ...]
+    attachments: str | None
 
 
-def _checked_fields(settings: Settings, fields: _Fields, recipient: str) -> _Checked:
+def _checked_fields(
+    settings: Settings, fields: _Fields, recipient: str, *, attachment_bytes: int
+) -> _Checked:
     # Only the fields given are hashed: an email without them hashes as before they existed.
     hashed: dict[str, Any] = {}
     sender = settings.sender
@@ -489,6 +533,9 @@ def _checked_fields(settings: Settings, fields: _Fields, recipient: str) -> _Che
     send_at = schedule.check_send_at(fields.send_at)
     if send_at is not None:
         hashed["send_at"] = send_at.isoformat()
+    given = files.check_files(fields.attachments, max_bytes=attachment_bytes)
+    if given:
+        hashed["attachments"] = [f.described() for f in given]
     return _Checked(
         hashed=hashed,
         sender=sender,
@@ -499,6 +546,8 @@ def _checked_fields(settings: Settings, fields: _Fields, recipient: str) -> _Che
         cc=cc,
         bcc=bcc,
         send_at=send_at,
+        files=given,
+        attachments=orjson.dumps(hashed["attachments"]).decode() if given else None,
     )
 
 

@@ -234,6 +234,8 @@ class OutboxRow:
     cc: Sequence[str] = ()  # more recipients, in the Cc header
     bcc: Sequence[str] = ()  # more recipients, in no header (RCPT TO only)
     locale: str | None = None  # the template's language folder; None: its default files
+    # Files given by content: [{"sha256", "filename", "content_type", "size"}].
+    attachments: Sequence[dict[str, Any]] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -309,6 +311,7 @@ def insert_message(
     bcc: Sequence[str] | None = None,
     send_at: dt.datetime | None = None,
     locale: str | None = None,
+    attachments: str | None = None,  # JSON text
 ) -> Inserted:
     args = {
         "key": key,
@@ -332,6 +335,7 @@ def insert_message(
         "bcc": list(bcc) if bcc else None,
         "send_at": send_at,
         "locale": locale,
+        "attachments": attachments,
     }
     with translate_errors(), conn.cursor(row_factory=tuple_row) as cur:
         row = cur.execute(queries["insert_message"], args).fetchone()
@@ -346,11 +350,12 @@ def insert_message(
 
 # key, recipient, template, params, content_hash, message_id, priority,
 # template_version, trace_context, sender, reply_to, subject, body_text, body_html,
-# headers, tags, metadata, cc, bcc, send_at, locale: the columns enqueue_many writes
+# headers, tags, metadata, cc, bcc, send_at, locale, attachments: the columns
+# enqueue_many writes
 NewRow = tuple[
     str, str, str, str, str, str, str, str | None, str | None, str | None, list[str] | None,
     str | None, str | None, str | None, str | None, list[str] | None, str | None,
-    list[str] | None, list[str] | None, dt.datetime | None, str | None,
+    list[str] | None, list[str] | None, dt.datetime | None, str | None, str | None,
 ]  # fmt: skip
 
 
@@ -464,6 +469,28 @@ def cancel(conn: Conn, *, key: str, reason: str, by: str) -> tuple[int, str, boo
     with translate_errors():
         row = conn.execute(queries["cancel"], {"key": key, "reason": reason, "by": by}).fetchone()
     return (int(row[0]), str(row[1]), bool(row[2])) if row else None
+
+
+def store_attachments(conn: Conn, uses: Sequence[tuple[int, str, bytes]]) -> None:
+    """Files of new rows, (row id, sha256, bytes): each file stored once, each use noted."""
+    if not uses:
+        return
+    distinct = {sha: content for _, sha, content in uses}
+    with translate_errors():
+        conn.execute(
+            queries["store_attachment_blobs"],
+            {"hashes": list(distinct), "contents": list(distinct.values())},
+        )
+        conn.execute(
+            queries["use_attachments"],
+            {"ids": [i for i, _, _ in uses], "hashes": [sha for _, sha, _ in uses]},
+        )
+
+
+def load_attachments(conn: Conn, hashes: Sequence[str]) -> dict[str, bytes]:
+    with translate_errors():
+        rows = conn.execute(queries["load_attachment_blobs"], {"hashes": list(hashes)}).fetchall()
+    return {str(r[0]): bytes(r[1]) for r in rows}
 
 
 def count_in_flight(conn: Conn, priority: str) -> int:

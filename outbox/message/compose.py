@@ -12,13 +12,14 @@ from contextlib import AbstractContextManager
 from functools import cache
 
 from outbox.config import Settings
+from outbox.db import store
 from outbox.db.store import Conn, OutboxRow
 from outbox.errors import TemplateError
 from outbox.fields.inline import INLINE
 from outbox.message import attachments
 from outbox.message import list_unsubscribe as unsubscribe
 from outbox.message import versions as template_versions
-from outbox.message.build import Envelope, build_message, encode_header_value
+from outbox.message.build import Attachment, Envelope, build_message, encode_header_value
 from outbox.message.render import Rendered, template_set
 from outbox.message.return_path import return_path
 from outbox.message.sign import Signers
@@ -100,6 +101,8 @@ class Composer:
             if attachments.PARAM in row.params
             else []
         )
+        if row.attachments:
+            files += _stored_files(row, connect)
         data = build_message(envelope, rendered.text, rendered.html, files)
         if not self.signers:
             return data
@@ -107,6 +110,21 @@ class Composer:
         # A stored From ends with its address, so its last "@" starts the domain.
         signer = self.signers.for_domain(sender.rpartition("@")[2].rstrip(">").strip())
         return signer.sign(data) if signer else data
+
+
+def _stored_files(
+    row: OutboxRow, connect: Callable[[], AbstractContextManager[Conn]]
+) -> list[Attachment]:
+    """The files given by content at enqueue, from Postgres, in the order given."""
+    with connect() as conn:
+        found = store.load_attachments(conn, [a["sha256"] for a in row.attachments])
+    missing = [a["filename"] for a in row.attachments if a["sha256"] not in found]
+    if missing:
+        # Stored with the row in one transaction: gone means deleted by hand.
+        raise TemplateError(f"row {row.id}: attached files {missing} are no longer stored")
+    return [
+        Attachment(a["filename"], a["content_type"], found[a["sha256"]]) for a in row.attachments
+    ]
 
 
 def _own_headers(row: OutboxRow) -> tuple[tuple[str, str], ...]:

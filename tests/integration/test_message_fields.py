@@ -695,3 +695,51 @@ def test_templates_check_fails_on_a_variant(settings: Settings, tmp_path: Path) 
     assert "ok   greeting " in result.stdout
     assert "FAIL greeting/de:" in result.stdout
     assert "vorname" in result.stdout
+
+
+def test_files_by_content_are_stored_once_and_sent(shop: Settings) -> None:
+    terms = b"%PDF-1.4 terms " + bytes(range(256)) * 20
+    invoice = b"%PDF-1.4 invoice 1"
+    add(shop, "a", attachments=[
+        {"filename": "Invoice-1.pdf", "content": invoice},
+        {"filename": "Terms.pdf", "content": terms},
+    ])  # fmt: skip
+    with psycopg.connect(shop.database_url) as conn:
+        enqueue_many(
+            conn,
+            [{"idempotency_key": "b", "to": "b@example.org", "template": "login_code",
+              "params": LOGIN, "attachments": [{"filename": "AGB.pdf", "content": terms}]}],
+            settings=shop,
+        )  # fmt: skip
+        conn.commit()
+    assert query(shop, "SELECT count(*), sum(size) FROM email_attachment_blob") == [
+        (2, len(terms) + len(invoice))
+    ]
+    messages = {str(m["To"]): m for _, m in delivered(shop)}
+    parts = list(messages["alice@example.org"].iter_attachments())
+    assert [(p.get_filename(), p.get_content()) for p in parts] == [
+        ("Invoice-1.pdf", invoice),
+        ("Terms.pdf", terms),
+    ]
+    (agb,) = messages["b@example.org"].iter_attachments()
+    assert (agb.get_filename(), agb.get_content_type(), agb.get_content()) == (
+        "AGB.pdf", "application/pdf", terms,
+    )  # fmt: skip
+    # Retention follows the row: a file goes with the last row that uses it.
+    query(shop, "DELETE FROM email_outbox WHERE idempotency_key = 'a' RETURNING id")
+    assert query(shop, "SELECT size FROM email_attachment_blob") == [(len(terms),)]
+    query(shop, "DELETE FROM email_outbox WHERE idempotency_key = 'b' RETURNING id")
+    assert query(shop, "SELECT count(*) FROM email_attachment_blob") == [(0,)]
+    assert query(shop, "SELECT count(*) FROM email_attachment_use") == [(0,)]
+
+
+def test_files_by_content_are_part_of_the_key_and_limited(shop: Settings) -> None:
+    add(shop, "k", attachments=[{"filename": "a.txt", "content": b"one"}])
+    add(shop, "k", attachments=[{"filename": "a.txt", "content": b"one"}])  # the same email
+    with pytest.raises(IdempotencyConflict):
+        add(shop, "k", attachments=[{"filename": "a.txt", "content": b"two"}])
+    small = dataclasses.replace(shop, max_attachment_bytes=10)
+    with pytest.raises(InvalidParams, match="over the limit of 10"):
+        add(small, "big", attachments=[{"filename": "a.bin", "content": b"x" * 11}])
+    assert query(shop, "SELECT idempotency_key FROM email_outbox") == [("k",)]
+    assert query(shop, "SELECT count(*) FROM email_attachment_blob") == [(1,)]

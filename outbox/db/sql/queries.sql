@@ -9,14 +9,16 @@ WITH suppression AS (
     INSERT INTO email_outbox
         (idempotency_key, recipient, template, params, content_hash, message_id, priority, status,
          status_reason, template_version, trace_context, sender, reply_to, subject, body_text,
-         body_html, headers, tags, metadata, cc, bcc, send_at, next_attempt_at, locale)
+         body_html, headers, tags, metadata, cc, bcc, send_at, next_attempt_at, locale,
+         attachments)
     SELECT %(key)s, %(recipient)s, %(template)s, %(params)s, %(content_hash)s, %(message_id)s,
            %(priority)s,
            CASE WHEN s.reason IS NULL THEN 'pending' ELSE 'suppressed' END,
            CASE WHEN s.reason IS NULL THEN 'enqueued' ELSE 'recipient suppressed: ' || s.reason END,
            %(template_version)s, %(trace_context)s, %(sender)s, %(reply_to)s, %(subject)s,
            %(body_text)s, %(body_html)s, %(headers)s, %(tags)s, %(metadata)s, %(cc)s, %(bcc)s,
-           %(send_at)s::timestamptz, coalesce(%(send_at)s::timestamptz, now()), %(locale)s
+           %(send_at)s::timestamptz, coalesce(%(send_at)s::timestamptz, now()), %(locale)s,
+           %(attachments)s
     FROM (SELECT 1) AS one LEFT JOIN suppression s ON true
     ON CONFLICT (idempotency_key) DO NOTHING
     RETURNING id, message_id, content_hash, priority, status
@@ -48,7 +50,7 @@ SELECT coalesce(pg_sequence_last_value(pg_get_serial_sequence('email_outbox', 'i
 COPY email_outbox
     (idempotency_key, recipient, template, params, content_hash, message_id, priority,
      template_version, trace_context, sender, reply_to, subject, body_text, body_html, headers,
-     tags, metadata, cc, bcc, send_at, locale)
+     tags, metadata, cc, bcc, send_at, locale, attachments)
 FROM STDIN;
 
 -- copied_rows --
@@ -77,7 +79,8 @@ CREATE TEMP TABLE IF NOT EXISTS email_outbox_staging (
     idempotency_key text, recipient text, template text, params jsonb,
     content_hash text, message_id text, priority text, template_version text, trace_context text,
     sender text, reply_to text[], subject text, body_text text, body_html text, headers jsonb,
-    tags text[], metadata jsonb, cc text[], bcc text[], send_at timestamptz, locale text
+    tags text[], metadata jsonb, cc text[], bcc text[], send_at timestamptz, locale text,
+    attachments jsonb
 ) ON COMMIT DELETE ROWS;
 
 -- clear_staging --
@@ -89,7 +92,7 @@ TRUNCATE email_outbox_staging;
 COPY email_outbox_staging
     (idempotency_key, recipient, template, params, content_hash, message_id, priority,
      template_version, trace_context, sender, reply_to, subject, body_text, body_html, headers,
-     tags, metadata, cc, bcc, send_at, locale)
+     tags, metadata, cc, bcc, send_at, locale, attachments)
 FROM STDIN;
 
 -- staging_conflicts --
@@ -105,14 +108,15 @@ LIMIT 5;
 INSERT INTO email_outbox
     (idempotency_key, recipient, template, params, content_hash, message_id, priority, status,
      status_reason, template_version, trace_context, sender, reply_to, subject, body_text,
-     body_html, headers, tags, metadata, cc, bcc, send_at, next_attempt_at, locale)
+     body_html, headers, tags, metadata, cc, bcc, send_at, next_attempt_at, locale,
+     attachments)
 SELECT s.idempotency_key, s.recipient, s.template, s.params, s.content_hash, s.message_id,
        s.priority,
        CASE WHEN x.reason IS NULL THEN 'pending' ELSE 'suppressed' END,
        CASE WHEN x.reason IS NULL THEN 'enqueued' ELSE 'recipient suppressed: ' || x.reason END,
        s.template_version, s.trace_context, s.sender, s.reply_to, s.subject, s.body_text,
        s.body_html, s.headers, s.tags, s.metadata, s.cc, s.bcc, s.send_at,
-       coalesce(s.send_at, now()), s.locale
+       coalesce(s.send_at, now()), s.locale, s.attachments
 FROM email_outbox_staging s
 LEFT JOIN email_suppression x
     ON x.address = lower(s.recipient) AND (x.scope = 'all' OR s.priority = 'bulk')
@@ -188,6 +192,22 @@ WITH target AS (
 )
 SELECT t.id, t.status, EXISTS (SELECT FROM cancelled) FROM target t;
 
+-- store_attachment_blobs --
+-- Each file once: a file another row stored already is not written again.
+INSERT INTO email_attachment_blob (sha256, content, size)
+SELECT h, c, length(c) FROM unnest(%(hashes)s::text[], %(contents)s::bytea[]) AS f(h, c)
+ON CONFLICT (sha256) DO NOTHING;
+
+-- use_attachments --
+-- Which new rows use which files (what keeps a file stored).
+INSERT INTO email_attachment_use (outbox_id, sha256)
+SELECT i, h FROM unnest(%(ids)s::bigint[], %(hashes)s::text[]) AS u(i, h)
+ON CONFLICT DO NOTHING;
+
+-- load_attachment_blobs --
+-- The bytes of the files a row names.
+SELECT sha256, content FROM email_attachment_blob WHERE sha256 = ANY(%(hashes)s);
+
 -- notify_due --
 -- Wake the relays at commit.
 SELECT pg_notify('outbox_due', %(priority)s);
@@ -235,7 +255,7 @@ RETURNING id, idempotency_key, recipient, template, params, message_id, priority
           trace_context,
           sender, coalesce(reply_to, '{}'), subject, body_text, body_html,
           coalesce(headers, '[]'), coalesce(tags, '{}'), coalesce(metadata, '{}'),
-          coalesce(cc, '{}'), coalesce(bcc, '{}'), locale;
+          coalesce(cc, '{}'), coalesce(bcc, '{}'), locale, coalesce(attachments, '[]');
 
 -- record_results --
 -- Store each attempt and its row's new state in one statement. The attempt is
