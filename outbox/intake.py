@@ -114,7 +114,8 @@ def enqueue(
 ) -> Enqueued:
     """Add one email to the outbox in ``conn``'s current transaction.
 
-    It runs one statement and never commits: the email exists exactly when the
+    It runs one statement (one more each for cc/bcc and for files given by
+    content) and never commits: the email exists exactly when the
     caller's business transaction commits. A recipient on the suppression list
     (for a ``bulk`` email, or for all mail) gets an audit row in status
     ``suppressed`` that is never sent: ``result.suppressed`` says so; the
