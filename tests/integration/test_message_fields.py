@@ -743,3 +743,12 @@ def test_files_by_content_are_part_of_the_key_and_limited(shop: Settings) -> Non
         add(small, "big", attachments=[{"filename": "a.bin", "content": b"x" * 11}])
     assert query(shop, "SELECT idempotency_key FROM email_outbox") == [("k",)]
     assert query(shop, "SELECT count(*) FROM email_attachment_blob") == [(1,)]
+
+
+def test_the_relay_sleeps_until_the_next_scheduled_row(shop: Settings) -> None:
+    settings = dataclasses.replace(shop, poll_interval=30.0)
+    add(settings, "soon", send_at=dt.datetime.now(dt.UTC) + dt.timedelta(seconds=3))
+    add(settings, "later", send_at=dt.datetime.now(dt.UTC) + dt.timedelta(hours=1))
+    with harness(settings) as (h, _):
+        wait = h.relay._until_next_due()
+    assert wait <= 3.0  # woken for "soon", not after the 30 s poll interval
