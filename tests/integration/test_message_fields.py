@@ -752,3 +752,43 @@ def test_the_relay_sleeps_until_the_next_scheduled_row(shop: Settings) -> None:
     with harness(settings) as (h, _):
         wait = h.relay._until_next_due()
     assert wait <= 3.0  # woken for "soon", not after the 30 s poll interval
+
+
+def test_enqueue_many_with_every_field_takes_either_way_in(shop: Settings) -> None:
+    later = dt.datetime.now(dt.UTC) + dt.timedelta(hours=2)
+
+    def batch(n: int) -> list[dict[str, Any]]:
+        return [
+            {
+                "idempotency_key": f"all-{i}", "to": f"r{i}@example.org", "template": "login_code",
+                "params": LOGIN, "sender": "Billing <billing@billing.shop.example>",
+                "reply_to": ["help@example.net"], "headers": {"X-Campaign": "c1"},
+                "tags": ["t1"], "metadata": {"n": i}, "cc": ["boss@example.org"],
+                "bcc": ["audit@example.net"], "send_at": later, "locale": "de",
+                "attachments": [{"filename": "a.txt", "content": b"same for all"}],
+            }
+            for i in range(n)
+        ]  # fmt: skip
+
+    with psycopg.connect(shop.database_url) as conn:
+        first = enqueue_many(conn, batch(2), settings=shop)  # COPY straight in
+        conn.commit()
+    with psycopg.connect(shop.database_url) as conn:
+        again = enqueue_many(conn, batch(3), settings=shop)  # known keys: the staging table
+        conn.commit()
+    assert [r.created for r in first] == [True, True]
+    assert [r.created for r in again] == [False, False, True]
+    rows = query(
+        shop,
+        "SELECT sender, reply_to, headers, tags, metadata, cc, bcc, send_at, next_attempt_at,"
+        " attachments->0->>'filename' FROM email_outbox ORDER BY id",
+    )
+    assert len(rows) == 3
+    for index, row in enumerate(rows):
+        assert row == (
+            "Billing <billing@billing.shop.example>", ["help@example.net"],
+            [["X-Campaign", "c1"]], ["t1"], {"n": index}, ["boss@example.org"],
+            ["audit@example.net"], later, later, "a.txt",
+        )  # fmt: skip
+    assert query(shop, "SELECT count(*) FROM email_attachment_blob") == [(1,)]
+    assert query(shop, "SELECT count(*) FROM email_attachment_use") == [(3,)]
