@@ -398,7 +398,8 @@ CROSS JOIN LATERAL (
 SELECT id, idempotency_key, recipient, template, params, message_id, priority, status,
        status_reason, attempts, next_attempt_at, locked_by, locked_at, last_error,
        provider_message_id, created_at, queued_at, sent_at, failed_at, trace_context, tags,
-       metadata, cc, bcc
+       metadata, cc, bcc, sender, reply_to, send_at, locale,
+       (SELECT jsonb_agg(a - 'sha256') FROM jsonb_array_elements(attachments) AS a) AS attachments
 FROM email_outbox WHERE idempotency_key = %(ref)s OR message_id = %(ref)s;
 
 -- list_attempts --
@@ -818,6 +819,7 @@ WHERE id = %(id)s AND processed_at IS NULL;
 SELECT id, idempotency_key, recipient, template, params, message_id, priority, status,
        status_reason, attempts, next_attempt_at, locked_by, locked_at, last_error,
        provider_message_id, created_at, queued_at, sent_at, failed_at, trace_context, tags,
-       metadata, cc, bcc
+       metadata, cc, bcc, sender, reply_to, send_at, locale,
+       (SELECT jsonb_agg(a - 'sha256') FROM jsonb_array_elements(attachments) AS a) AS attachments
 FROM email_outbox WHERE lower(recipient) = lower(%(address)s)
 ORDER BY id DESC LIMIT %(limit)s;
