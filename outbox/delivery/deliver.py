@@ -17,6 +17,7 @@ import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from email.utils import parseaddr
+from typing import Any
 
 from opentelemetry import trace
 from opentelemetry.trace import Link, Span, SpanKind, StatusCode
@@ -405,12 +406,8 @@ class Delivery:
             reply_text=(reply.text or reply.error) if reply else outcome.reason,
             duration_ms=duration_ms,
             transport=(reply.via if reply else None) or self.settings.transport,
-            recipients=[
-                {"address": r.address, "kind": r.kind, "code": r.code,
-                 "text": store.storable_text(r.text)}
-                for r in reply.recipients
-            ] if reply and reply.recipients else None,
-        )  # fmt: skip
+            recipients=_each_recipient(reply) if reply and reply.recipients else None,
+        )
 
     def build(self, row: store.OutboxRow) -> OutgoingMessage:
         ascii_recipient = row.recipient if row.recipient.isascii() else ascii_address(row.recipient)
@@ -441,6 +438,14 @@ class Delivery:
         with self.pool.connection() as conn:
             store.release_unattempted(conn, ids, worker, reason)
         log.info("released %d unattempted rows: %s", len(ids), reason)
+
+
+def _each_recipient(reply: Reply) -> list[dict[str, Any]]:
+    """Each recipient's RCPT reply of a message with cc or bcc, as the attempt stores it."""
+    return [
+        {"address": r.address, "kind": r.kind, "code": r.code, "text": store.storable_text(r.text)}
+        for r in reply.recipients
+    ]
 
 
 class _Once:
