@@ -151,6 +151,7 @@ def _parser() -> argparse.ArgumentParser:  # noqa: PLR0915 (one statement per co
     templates.add_argument("--params", help="preview: params as JSON (default: the example)")
     templates.add_argument("--to", default="recipient@example.com", help="preview: recipient")
     templates.add_argument("--priority", choices=["high", "bulk"], help="preview: priority")
+    templates.add_argument("--locale", help="preview: the language, e.g. de-AT (its folder)")
     templates.add_argument("--out", type=Path, default=Path(), help="preview: output folder")
     web = command("web", cmd_web, "unsubscribe links (RFC 8058) and provider bounce webhooks")
     web.set_defaults(process="web")
@@ -618,7 +619,13 @@ def cmd_templates(settings: Settings, args: argparse.Namespace) -> int:
         print(f"outbox: --params is not JSON: {exc}", file=sys.stderr)
         return 2
     written = template_tools.preview(
-        settings, args.name, params, out_dir=args.out, to=args.to, priority=args.priority
+        settings,
+        args.name,
+        params,
+        out_dir=args.out,
+        to=args.to,
+        priority=args.priority,
+        locale=args.locale,
     )
     print(written.eml)
     if written.html:

@@ -16,6 +16,7 @@ from typing import Any
 from outbox.config import Settings
 from outbox.db.store import Conn, OutboxRow
 from outbox.errors import InvalidParams, MissingParams, OutboxError
+from outbox.fields.locales import check_locale, fallbacks
 from outbox.message import attachments
 from outbox.message.compose import composer
 from outbox.message.message_id import message_id
@@ -84,9 +85,16 @@ def preview(
     out_dir: Path,
     to: str = "recipient@example.com",
     priority: str | None = None,
+    locale: str | None = None,
 ) -> Preview:
-    """Write ``NAME.eml`` (the whole message) and ``NAME.html`` (its HTML part)."""
-    template = template_set(settings.templates).get(name)
+    """Write ``NAME.eml`` (the whole message) and ``NAME.html`` (its HTML part).
+
+    With ``locale``, the language folder an enqueue with that locale would use.
+    """
+    templates = template_set(settings.templates)
+    tag = check_locale(locale)
+    variant = templates.pick(name, fallbacks(tag)) if tag else None
+    template = templates.get(name, variant)
     if params is not None and not isinstance(params, Mapping):
         raise InvalidParams("--params must be a JSON object")
     chosen = dict(template.example if params is None else params)
@@ -111,6 +119,7 @@ def preview(
         created_at=now,
         age_from=now,
         template_version=template.version,
+        locale=variant,
     )
     mail = composer(settings)
     data = mail.message(row, to=row.recipient, connect=_NoDatabase)

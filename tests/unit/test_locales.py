@@ -11,7 +11,7 @@ import pytest
 from outbox.config import Settings
 from outbox.errors import InvalidMessage, UnknownTemplate
 from outbox.fields.locales import check_locale, fallbacks
-from outbox.message.preview import check
+from outbox.message.preview import check, preview
 from outbox.message.render import TemplateSet
 from tests.unit.test_layouts import write
 
@@ -93,3 +93,13 @@ def test_templates_check_compiles_every_variant(greeting: TemplateSet, tmp_path:
     assert "nickname" in found["greeting/de"]
     assert found["greeting/de-AT"] is not None
     assert "greeting/de-AT" in found["greeting/de-AT"]
+
+
+def test_a_preview_shows_the_language_an_enqueue_would_use(
+    greeting: TemplateSet, tmp_path: Path
+) -> None:
+    settings = dataclasses.replace(Settings(), templates=tmp_path)
+    written = preview(settings, "greeting", None, out_dir=tmp_path / "out", locale="de-CH")
+    assert b"Subject: Hallo Ana" in written.eml.read_bytes()
+    default = preview(settings, "greeting", None, out_dir=tmp_path / "out2")
+    assert b"Subject: Hello Ana" in default.eml.read_bytes()
