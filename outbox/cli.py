@@ -106,6 +106,7 @@ def _parser() -> argparse.ArgumentParser:  # noqa: PLR0915 (one statement per co
     )
     status = command("status", cmd_status, "rows per status and priority, oldest unsent age")
     status.add_argument("--json", action="store_true", help="machine-readable output")
+    status.add_argument("--tag", help="count only the emails enqueued with this tag")
     show = command("show", cmd_show, "one email with its attempts and status changes")
     which_email = show.add_mutually_exclusive_group(required=True)
     which_email.add_argument("ref", nargs="?", metavar="KEY|MESSAGE-ID")
@@ -123,6 +124,10 @@ def _parser() -> argparse.ArgumentParser:  # noqa: PLR0915 (one statement per co
     which.add_argument("ref", nargs="?", metavar="KEY|MESSAGE-ID")
     which.add_argument("--dead", action="store_true", help="every dead email")
     which.add_argument("--held", action="store_true", help="every held email")
+    cancel = command("cancel", cmd_cancel, "call off an email no worker has taken yet")
+    cancel.add_argument("key", metavar="KEY", help="the email's idempotency key")
+    cancel.add_argument("--reason", required=True, help="why (recorded in its history)")
+    cancel.add_argument("--by", help="who (recorded); default: cli:<login name>")
     suppress = command("suppress", cmd_suppress, "manage the suppression list")
     suppress.add_argument("action", choices=["add", "remove", "list", "check"])
     suppress.add_argument("address", nargs="?")
@@ -151,6 +156,7 @@ def _parser() -> argparse.ArgumentParser:  # noqa: PLR0915 (one statement per co
     templates.add_argument("--params", help="preview: params as JSON (default: the example)")
     templates.add_argument("--to", default="recipient@example.com", help="preview: recipient")
     templates.add_argument("--priority", choices=["high", "bulk"], help="preview: priority")
+    templates.add_argument("--locale", help="preview: the language, e.g. de-AT (its folder)")
     templates.add_argument("--out", type=Path, default=Path(), help="preview: output folder")
     api_keys = command("api-keys", cmd_api_keys, "keys of the HTTP API (`outbox web`, /v1/)")
     api_keys.add_argument("action", choices=["create", "list", "revoke"])
@@ -334,7 +340,8 @@ def cmd_status(settings: Settings, args: argparse.Namespace) -> int:
     else:
         with conn:
             try:
-                counts = store.status_counts(conn)
+                tag = args.tag
+                counts = store.status_counts_by_tag(conn, tag) if tag else store.status_counts(conn)
                 oldest = store.oldest_unsent(conn)
                 paced = store.paced_pending(conn)
             except OutboxError:
@@ -345,12 +352,15 @@ def cmd_status(settings: Settings, args: argparse.Namespace) -> int:
     if args.json:
         report = {
             "counts": [{"status": s, "priority": p, "count": n} for s, p, n in counts],
+            **({"tag": args.tag} if args.tag else {}),
             "oldest_unsent_seconds": oldest,
             "paced_pending": paced,
             "health": health.as_dict(),
         }
         print(json.dumps(report, indent=2))
         return 0 if health.ok else 1
+    if args.tag:
+        print(f"emails tagged {args.tag}:")
     print(f"{'status':<10} {'priority':<8} {'count':>10}")
     for status, priority, count in counts:
         print(f"{status:<10} {priority:<8} {count:>10}")
@@ -467,6 +477,10 @@ def _show_text(
             f"via {a['transport'] or '?'} {a['reply_code'] or '-'} "
             f"{a['enhanced_status'] or ''} {a['reply_text'] or ''}"
         )
+        for r in a.get("recipients") or []:
+            lines.append(
+                f"     {r['kind']:<3} {r['address']}: {r['code'] or '-'} {r['text'] or ''}"
+            )
     lines.append("status changes:")
     lines.append(f"  {row['created_at']:%Y-%m-%d %H:%M:%S} -> pending (enqueued)")
     for e in events:
@@ -500,6 +514,27 @@ def cmd_requeue(settings: Settings, args: argparse.Namespace) -> int:
         print(f"no failed, dead or held email with key or Message-ID {args.ref!r}", file=sys.stderr)
         return 1
     print(f"requeued {len(woken)} emails")
+    return 0
+
+
+def cmd_cancel(settings: Settings, args: argparse.Namespace) -> int:
+    """Exit 0 when cancelled now, 1 when the email is past cancelling or unknown."""
+    import getpass  # noqa: PLC0415
+
+    from outbox.cancelling import cancel  # noqa: PLC0415
+    from outbox.db import store  # noqa: PLC0415
+
+    by = args.by or f"cli:{getpass.getuser()}"
+    with _connect(settings) as conn:
+        result = cancel(conn, args.key, reason=args.reason, by=by)
+        store.commit(conn)
+    if result.status is None:
+        print(f"no email with key {args.key!r}", file=sys.stderr)
+        return 1
+    if not result.cancelled:
+        print(f"not cancelled: the email is {result.status}", file=sys.stderr)
+        return 1
+    print(f"cancelled email {result.id}")
     return 0
 
 
@@ -670,7 +705,13 @@ def cmd_templates(settings: Settings, args: argparse.Namespace) -> int:
         print(f"outbox: --params is not JSON: {exc}", file=sys.stderr)
         return 2
     written = template_tools.preview(
-        settings, args.name, params, out_dir=args.out, to=args.to, priority=args.priority
+        settings,
+        args.name,
+        params,
+        out_dir=args.out,
+        to=args.to,
+        priority=args.priority,
+        locale=args.locale,
     )
     print(written.eml)
     if written.html:
