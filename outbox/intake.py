@@ -424,7 +424,10 @@ def _after_insert(created: Iterable[tuple[_Row, int]], *, copied: bool) -> Plan[
         yield statement.schedule_new(scheduled)
     uses = [(id_, f) for row, id_ in new for f in row.files]
     if uses:
-        yield statement.store_attachment_blobs({f.sha256: f.content for _, f in uses})
+        # In hash order: transactions storing the same files wait for each other
+        # in one order, so they cannot deadlock.
+        files_by_hash = {f.sha256: f.content for _, f in sorted(uses, key=lambda u: u[1].sha256)}
+        yield statement.store_attachment_blobs(files_by_hash)
         yield statement.use_attachments([(id_, f.sha256) for id_, f in uses])
 
 
