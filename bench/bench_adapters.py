@@ -107,10 +107,10 @@ def prebuilt(settings: Settings, n: int) -> Iterator[statement.Statement]:
         args = email_args(settings)
         row = intake._validated(
             settings, key=args["idempotency_key"], to=args["to"], template_name=args["template"],
-            params=args["params"], priority=None, ready=ready,
+            params=args["params"], priority=None, fields=intake._Fields(), ready=ready,
         )  # fmt: skip
         yield statement.insert_message(
-            intake.COLUMNS, {c.field: getattr(row, c.field) for c in intake.COLUMNS}
+            intake.COLUMNS, {c.field: c.value(getattr(row, c.field)) for c in intake.COLUMNS}
         )
 
 

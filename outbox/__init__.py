@@ -16,11 +16,14 @@ from outbox.errors import (
     HeaderInjection,
     IdempotencyConflict,
     InvalidAddress,
+    InvalidContent,
+    InvalidField,
     InvalidKey,
     InvalidMessage,
     InvalidParams,
     MissingParams,
     OutboxError,
+    SenderNotAllowed,
     StoreError,
     TemplateError,
     TransportError,
@@ -29,6 +32,7 @@ from outbox.errors import (
 from outbox.models import Priority, Status
 
 if TYPE_CHECKING:
+    from outbox.cancelling import Cancellation, cancel, cancel_async
     from outbox.intake import (
         Enqueued,
         enqueue,
@@ -40,6 +44,9 @@ if TYPE_CHECKING:
 # Imported on first use: they bring in psycopg, which tools that only parse
 # (`python -m outbox.bounces`) do not need.
 _LAZY = {
+    "Cancellation": "outbox.cancelling",
+    "cancel": "outbox.cancelling",
+    "cancel_async": "outbox.cancelling",
     "Enqueued": "outbox.intake",
     "enqueue": "outbox.intake",
     "enqueue_async": "outbox.intake",
@@ -55,23 +62,29 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
+    "Cancellation",
     "ConfigError",
     "Enqueued",
     "HeaderInjection",
     "IdempotencyConflict",
     "InvalidAddress",
+    "InvalidContent",
+    "InvalidField",
     "InvalidKey",
     "InvalidMessage",
     "InvalidParams",
     "MissingParams",
     "OutboxError",
     "Priority",
+    "SenderNotAllowed",
     "Settings",
     "Status",
     "StoreError",
     "TemplateError",
     "TransportError",
     "UnknownTemplate",
+    "cancel",
+    "cancel_async",
     "enqueue",
     "enqueue_async",
     "enqueue_many",

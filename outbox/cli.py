@@ -133,6 +133,7 @@ def _parser() -> argparse.ArgumentParser:  # noqa: PLR0915 (one statement per co
     )
     status = command("status", cmd_status, "rows per status and priority, oldest unsent age")
     status.add_argument("--json", action="store_true", help="machine-readable output")
+    status.add_argument("--tag", help="count only the emails enqueued with this tag")
     show = command("show", cmd_show, "one email with its attempts and status changes")
     which_email = show.add_mutually_exclusive_group(required=True)
     which_email.add_argument(
@@ -158,6 +159,10 @@ def _parser() -> argparse.ArgumentParser:  # noqa: PLR0915 (one statement per co
     requeue.add_argument("--dry-run", action="store_true", help="count them, change nothing")
     requeue.add_argument("--batch", type=int, default=1000, help=argparse.SUPPRESS)
     requeue.add_argument("--json", action="store_true", help="machine-readable output")
+    cancel = command("cancel", cmd_cancel, "call off an email no worker has taken yet")
+    cancel.add_argument("key", metavar="KEY", help="the email's idempotency key")
+    cancel.add_argument("--reason", required=True, help="why (recorded in its history)")
+    cancel.add_argument("--by", help="who (recorded); default: cli:<login name>")
     suppress = command("suppress", cmd_suppress, "manage the suppression list")
     suppress.add_argument("action", choices=["add", "remove", "list", "check"])
     suppress.add_argument("address", nargs="?")
@@ -203,6 +208,7 @@ def _parser() -> argparse.ArgumentParser:  # noqa: PLR0915 (one statement per co
     templates.add_argument("--params", help="preview: params as JSON (default: the example)")
     templates.add_argument("--to", default="recipient@example.com", help="preview: recipient")
     templates.add_argument("--priority", choices=["high", "bulk"], help="preview: priority")
+    templates.add_argument("--locale", help="preview: the language, e.g. de-AT (its folder)")
     templates.add_argument("--out", type=Path, default=Path(), help="preview: output folder")
     templates.add_argument("--json", action="store_true", help="check: machine-readable output")
     api_keys = command("api-keys", cmd_api_keys, "keys of the HTTP API (`outbox web`, /v1/)")
@@ -443,7 +449,8 @@ def cmd_status(settings: Settings, args: argparse.Namespace) -> int:
     else:
         with conn:
             try:
-                counts = store.status_counts(conn)
+                tag = args.tag
+                counts = store.status_counts_by_tag(conn, tag) if tag else store.status_counts(conn)
                 oldest = store.oldest_unsent(conn)
                 paced = store.paced_pending(conn)
             except SchemaMissing:
@@ -458,16 +465,19 @@ def cmd_status(settings: Settings, args: argparse.Namespace) -> int:
     if args.json:
         report = {
             "counts": [{"status": s, "priority": p, "count": n} for s, p, n in counts],
+            **({"tag": args.tag} if args.tag else {}),
             "oldest_unsent_seconds": oldest,
             "paced_pending": paced,
             "health": health.as_dict(),
         }
         print(json.dumps(report, indent=2))
         return 0 if health.ok else 1
+    if args.tag:
+        print(f"emails tagged {args.tag}:")
     if counts:
         print(f"{'status':<10} {'priority':<8} {'count':>10}")
     else:
-        print("no email in the outbox yet")
+        print("no email with that tag" if args.tag else "no email in the outbox yet")
     for status, priority, count in counts:
         print(f"{status:<10} {priority:<8} {count:>10}")
     for priority, age in sorted(oldest.items()):
@@ -605,6 +615,10 @@ def _show_text(
             f"via {a['transport'] or '?'} {a['reply_code'] or '-'} "
             f"{a['enhanced_status'] or ''} {a['reply_text'] or ''}"
         )
+        for r in a.get("recipients") or []:
+            lines.append(
+                f"     {r['kind']:<3} {r['address']}: {r['code'] or '-'} {r['text'] or ''}"
+            )
     lines.append("status changes:")
     lines.append(f"  {_ts(row['created_at'])} -> pending (enqueued)")
     for e in events:
@@ -689,6 +703,27 @@ def cmd_requeue(settings: Settings, args: argparse.Namespace) -> int:
     else:
         per = ", ".join(f"{n} {p}" for p, n in sorted(woken.items()))
         print(f"requeued {done} emails ({per})" if done else "no email matches: nothing to requeue")
+    return 0
+
+
+def cmd_cancel(settings: Settings, args: argparse.Namespace) -> int:
+    """Exit 0 when cancelled now, 1 when the email is past cancelling or unknown."""
+    import getpass  # noqa: PLC0415
+
+    from outbox.cancelling import cancel  # noqa: PLC0415
+    from outbox.db import store  # noqa: PLC0415
+
+    by = args.by or f"cli:{getpass.getuser()}"
+    with _connect(settings) as conn:
+        result = cancel(conn, args.key, reason=args.reason, by=by)
+        store.commit(conn)
+    if result.status is None:
+        print(f"no email with key {args.key!r}", file=sys.stderr)
+        return 1
+    if not result.cancelled:
+        print(f"not cancelled: the email is {result.status}", file=sys.stderr)
+        return 1
+    print(f"cancelled email {result.id}")
     return 0
 
 
@@ -954,7 +989,13 @@ def cmd_templates(settings: Settings, args: argparse.Namespace) -> int:
         print(f"outbox: --params is not JSON: {exc}", file=sys.stderr)
         return 2
     written = template_tools.preview(
-        settings, args.name, params, out_dir=args.out, to=args.to, priority=args.priority
+        settings,
+        args.name,
+        params,
+        out_dir=args.out,
+        to=args.to,
+        priority=args.priority,
+        locale=args.locale,
     )
     print(written.eml)
     if written.html:

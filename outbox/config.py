@@ -60,6 +60,7 @@ class Settings:
     pace_floor: float = 0.1  # a throttled receiver's pace never drops below this share
     pace_recovery_seconds: float = 300.0  # a throttled pace grows back to full over this time
     sender: str = "Outbox <no-reply@outbox.localhost>"  # OUTBOX_FROM
+    sender_domains: str = ""  # comma-separated domains a sender= may use; empty: OUTBOX_FROM's
     message_id_domain: str = "outbox.localhost"
     bounce_domain: str = ""  # VERP return paths bounces+TOKEN@this domain; empty: OUTBOX_FROM
     secret: str = ""  # signs VERP and unsubscribe tokens (OUTBOX_SECRET)
@@ -74,6 +75,7 @@ class Settings:
     dkim_selector: str = ""  # DKIM signing when selector, domain and key are all set
     dkim_domain: str = ""
     dkim_private_key: str = ""  # a PEM file's path, or the PEM itself
+    dkim_keys: str = ""  # per sending domain: "billing.example.com=sel:/path/key.pem, ..."
     unsubscribe_url: str = ""  # https base of one-click unsubscribe links for bulk mail
     postmark_webhook_auth: str = ""  # user:password of Postmark's bounce webhook; empty: off
     resend_webhook_secret: str = ""  # whsec_… signing secret of Resend's webhook; empty: off
@@ -92,6 +94,7 @@ class Settings:
     retry_jitter: str = "full"  # full | none (a baseline for measuring retry waves)
     on_uncertain: str = "retry"  # retry | hold
     max_params_bytes: int = 64 * 1024
+    max_content_bytes: int = 1024 * 1024  # subject, text and html of an email without a template
     pool_timeout: float = 10.0  # seconds a worker waits for a database connection from its pool
     outage_threshold: int = 3  # consecutive failures of our own sending path that mark it down
     outage_probe_seconds: float = 5.0  # while the sending path is down, one probe send this often
@@ -144,6 +147,7 @@ class Settings:
             "bulk_batch",
             "claim_batch",
             "max_attempts",
+            "max_content_bytes",
             "bounce_max_recipients",
             "bounce_max_messages",
             "bounce_peer_bytes_per_hour",
@@ -184,6 +188,7 @@ class Settings:
         if self.smtp_plaintext_auth not in {"never", "loopback"}:
             raise ConfigError("OUTBOX_SMTP_PLAINTEXT_AUTH must be never or loopback")
         _check_sender(self.sender)
+        self.sender_domain_list()  # raises on an empty entry
         if not self.templates.is_dir():
             raise ConfigError(f"OUTBOX_TEMPLATES: {self.templates} is not a directory")
 
@@ -248,6 +253,15 @@ class Settings:
     def previous_secret_list(self) -> tuple[str, ...]:
         """Secrets that still verify tokens signed before a rotation (never sign)."""
         return keys.previous(self.previous_secrets)
+
+    def sender_domain_list(self) -> tuple[str, ...]:
+        """The domains a message's sender may use: OUTBOX_SENDER_DOMAINS, else OUTBOX_FROM's."""
+        if not self.sender_domains.strip():
+            return (parseaddr(self.sender)[1].rpartition("@")[2],)
+        domains = tuple(d.strip() for d in self.sender_domains.split(","))
+        if not all(domains):
+            raise ConfigError("OUTBOX_SENDER_DOMAINS has an empty entry")
+        return domains
 
     def rate_limits_parsed(self) -> RateLimits:
         return RateLimits.parse(self.rate_limits, self.send_rate, self.domain_groups)

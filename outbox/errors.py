@@ -6,11 +6,14 @@
     ├── ConfigError              a missing or invalid setting
     │   └── AttachmentUnavailable  a file enqueue checked is not where the worker looks
     ├── InvalidMessage           enqueue refused the email; nothing was written
-    │   ├── InvalidAddress       the recipient is not a valid address
+    │   ├── InvalidAddress       the recipient (or sender, reply-to) is not a valid address
+    │   │   └── SenderNotAllowed  the sender's domain is not one of OUTBOX_SENDER_DOMAINS
     │   ├── HeaderInjection      CR, LF or NUL in a value that reaches a header
     │   ├── UnknownTemplate      no template of that name
     │   ├── MissingParams        the template needs params that were not given
     │   ├── InvalidParams        params are not a JSON object or are too large
+    │   ├── InvalidContent       an email without a template lacks its subject or body
+    │   ├── InvalidField         a header, tag or metadata entry is not allowed or too large
     │   ├── InvalidKey           the idempotency key is empty, too long or has control characters
     │   └── IdempotencyConflict  the key exists with different content
     ├── StoreError               the database failed (the driver's error is the __cause__)
@@ -53,6 +56,10 @@ class InvalidAddress(InvalidMessage):
     """The recipient is not a valid email address."""
 
 
+class SenderNotAllowed(InvalidAddress):
+    """The sender's domain is not one this installation sends (and signs) for."""
+
+
 class HeaderInjection(InvalidMessage):
     """A value that reaches a header contains CR, LF or NUL."""
 
@@ -67,6 +74,14 @@ class MissingParams(InvalidMessage):
 
 class InvalidParams(InvalidMessage):
     """The params are not a JSON object, or are too large."""
+
+
+class InvalidContent(InvalidMessage):
+    """An email without a template lacks its subject or body, or they are not valid."""
+
+
+class InvalidField(InvalidMessage):
+    """A header, tag or metadata entry is not allowed, malformed or too large."""
 
 
 class InvalidKey(InvalidMessage):

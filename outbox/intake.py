@@ -11,15 +11,36 @@ errors.
 
 from __future__ import annotations
 
+import datetime as dt
 import itertools
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, fields
+from functools import lru_cache
 from typing import Any
+
+import orjson
 
 from outbox.config import Settings, default_settings
 from outbox.db import async_executors, executors, statement
 from outbox.db.statement import Column, Plan
-from outbox.errors import DuplicateKey, IdempotencyConflict, InvalidMessage, StoreError
+from outbox.errors import (
+    ConfigError,
+    DuplicateKey,
+    IdempotencyConflict,
+    InvalidAddress,
+    InvalidMessage,
+    StoreError,
+)
+from outbox.fields import (
+    extra_headers,
+    files,
+    inline,
+    labels,
+    locales,
+    recipients,
+    schedule,
+    senders,
+)
 from outbox.message import attachments
 from outbox.message import versions as template_versions
 from outbox.message.message_id import message_id as derive_message_id
@@ -29,6 +50,7 @@ from outbox.telemetry.tracing import (
     current_traceparent,
     email_attributes,
     failures_by_type,
+    label_attributes,
     tracer,
 )
 from outbox.validate import (
@@ -59,8 +81,9 @@ class Enqueued:
 class _Row:
     """One validated email: its fields are the columns every statement writes.
 
-    ``column`` metadata names a column that differs from the field, ``json``
-    marks JSON text stored as jsonb; a field added here reaches every driver.
+    ``column`` metadata names a column that differs from the field (None: no
+    column, kept apart), ``json`` marks JSON text stored as jsonb, ``array`` a
+    tuple stored as text[]; a field added here reaches every driver.
     """
 
     key: str = field(metadata={"column": "idempotency_key"})
@@ -70,17 +93,40 @@ class _Row:
     content_hash: str
     message_id: str
     priority: str
-    template_version: str  # renders the same files on every attempt (outbox.message.versions)
+    template_version: str | None  # the same files on every attempt (None: inline content)
     trace_context: str | None = None  # the enqueue span's traceparent: the send joins it
-    sender: str | None = None  # From: the application's OUTBOX_FROM, so workers need not agree
+    sender: str | None = None  # From: sender=, else OUTBOX_FROM, so workers need not agree
+    reply_to: tuple[str, ...] = field(default=(), metadata={"array": True})  # fields.senders
+    subject: str | None = None  # inline content (template '(inline)', outbox.fields.inline)
+    body_text: str | None = None
+    body_html: str | None = None
+    # JSON [[name, value], ...] (outbox.fields.extra_headers)
+    headers: str | None = field(default=None, metadata={"json": True})
+    tags: tuple[str, ...] = field(default=(), metadata={"array": True})  # outbox.fields.labels
+    metadata: str | None = field(default=None, metadata={"json": True})  # a JSON object
+    cc: tuple[str, ...] = field(default=(), metadata={"array": True})  # fields.recipients
+    bcc: tuple[str, ...] = field(default=(), metadata={"array": True})
+    send_at: dt.datetime | None = None  # outbox.fields.schedule; None: at once
+    locale: str | None = None  # the template variant used (outbox.fields.locales)
+    # JSON: the files given by content (outbox.fields.files), their bytes in ``files``
+    attachments: str | None = field(default=None, metadata={"json": True})
+    files: tuple[files.File, ...] = field(default=(), metadata={"column": None})
 
 
 COLUMNS = tuple(
-    Column(f.name, f.metadata.get("column", f.name), f.metadata.get("json", False))
+    Column(
+        f.name,
+        f.metadata.get("column", f.name),
+        f.metadata.get("json", False),
+        f.metadata.get("array", False),
+    )
     for f in fields(_Row)
+    if f.metadata.get("column", f.name) is not None
 )
 # A row as returned by a plan: key, id, Message-ID, created, status.
 Written = tuple[str, int, str, bool, str]
+# The templates a call or batch looked up, by name and language.
+Ready = dict[tuple[str, str | None], Template]
 
 
 def enqueue(
@@ -88,9 +134,22 @@ def enqueue(
     *,
     idempotency_key: str,
     to: str,
-    template: str,
+    template: str | None,  # None: the email's own subject, text and/or html below
     params: Mapping[str, Any] | None = None,
     priority: str | None = None,  # None: the template's default (template.toml), else bulk
+    sender: str | None = None,  # From, within OUTBOX_SENDER_DOMAINS; None: OUTBOX_FROM
+    reply_to: str | Sequence[str] | None = None,
+    subject: str | None = None,
+    text: str | None = None,
+    html: str | None = None,
+    headers: Mapping[str, str] | None = None,
+    tags: Sequence[str] | None = None,
+    metadata: Mapping[str, str | int | float | bool] | None = None,
+    cc: str | Sequence[str] | None = None,
+    bcc: str | Sequence[str] | None = None,
+    send_at: dt.datetime | None = None,
+    locale: str | None = None,
+    attachments: Sequence[Mapping[str, Any]] | None = None,
     settings: Settings | None = None,
 ) -> Enqueued:
     """Add one email to the outbox in ``conn``'s current transaction.
@@ -98,28 +157,58 @@ def enqueue(
     ``conn`` is the application's own connection: a psycopg 3 ``Connection``,
     a psycopg2 connection, an SQLAlchemy ``Connection`` or ``Session`` (its
     pending objects are flushed first), or Django's. A new email is one
-    statement (a known key takes a second, to read the stored row) and nothing
-    here commits: the email exists exactly when the caller's business
-    transaction commits.
+    statement (one more each for cc/bcc and for files given by content; a
+    known key takes one to read the stored row) and nothing here commits: the
+    email exists exactly when the caller's business transaction commits.
     A recipient on the suppression list (for a ``bulk`` email, or for all
     mail) gets an audit row in status ``suppressed`` that is never sent:
     ``result.suppressed`` says so; the check is an indexed lookup inside the
     same statement. A key that exists already returns ``created=False`` and
     the stored Message-ID; a key reused for different content (recipient,
-    template, params or priority) raises
+    template, params, priority or a per-message field) raises
     :class:`~outbox.errors.IdempotencyConflict`, because one business event is
     one email. Bad input raises an :class:`~outbox.errors.InvalidMessage` and
     writes nothing. Another kind of connection raises ``TypeError``.
+
+    ``sender`` sets the From (``"Billing <billing@example.com>"``); its domain
+    must be one of ``OUTBOX_SENDER_DOMAINS`` (default: the domain of
+    ``OUTBOX_FROM``), so DKIM and DMARC stay aligned. ``reply_to`` is one
+    address or a list of up to ten. With ``template=None`` the email is its
+    own ``subject`` and ``text`` and/or ``html`` (text derived from the HTML
+    when absent), stored with the row. ``headers`` adds X-* and a few
+    standard headers; ``tags`` and ``metadata`` label the email for
+    ``outbox show``, ``outbox status --tag``, spans and the providers' tags.
+    ``cc`` and ``bcc`` add recipients of the same message (ten in all, ``to``
+    included); a suppressed one is dropped and recorded, the rest still get it.
+    ``send_at`` (timezone-aware) holds the email until then. ``locale``
+    (``de-AT``) picks the template's language folder: ``de-AT``, else ``de``,
+    else the default files. ``attachments`` are files given by content
+    (``{"filename", "content": bytes, "content_type"?}``), stored once per
+    distinct content.
     """
     executor = executors.executor_for(conn)
     settings = settings or default_settings()
+    given = _Fields(
+        sender=sender,
+        reply_to=reply_to,
+        subject=subject,
+        text=text,
+        html=html,
+        headers=headers,
+        tags=tags,
+        metadata=metadata,
+        cc=cc,
+        bcc=bcc,
+        send_at=send_at,
+        locale=locale,
+        attachments=attachments,
+    )
     with (
         tracer.start_as_current_span("outbox enqueue", **QUIET) as span,
         failures_by_type(span),
     ):
-        ready: dict[str, Template] = {}
-        row = _one(settings, ready, idempotency_key, to, template, params, priority)
-        found = executors.run(_one_plan(row, ready[row.template], executor.database), executor)
+        row, found_template = _one(settings, idempotency_key, to, template, params, priority, given)
+        found = executors.run(_one_plan(row, found_template, executor.database), executor)
         _describe(span, settings, row, found)
     return _enqueued(row, found)
 
@@ -129,9 +218,22 @@ async def enqueue_async(
     *,
     idempotency_key: str,
     to: str,
-    template: str,
+    template: str | None,
     params: Mapping[str, Any] | None = None,
     priority: str | None = None,
+    sender: str | None = None,  # From, within OUTBOX_SENDER_DOMAINS; None: OUTBOX_FROM
+    reply_to: str | Sequence[str] | None = None,
+    subject: str | None = None,
+    text: str | None = None,
+    html: str | None = None,
+    headers: Mapping[str, str] | None = None,
+    tags: Sequence[str] | None = None,
+    metadata: Mapping[str, str | int | float | bool] | None = None,
+    cc: str | Sequence[str] | None = None,
+    bcc: str | Sequence[str] | None = None,
+    send_at: dt.datetime | None = None,
+    locale: str | None = None,
+    attachments: Sequence[Mapping[str, Any]] | None = None,
     settings: Settings | None = None,
 ) -> Enqueued:
     """:func:`enqueue` for asynchronous code: same arguments, result and errors.
@@ -142,13 +244,27 @@ async def enqueue_async(
     """
     executor = await async_executors.executor_for(conn)
     settings = settings or default_settings()
+    given = _Fields(
+        sender=sender,
+        reply_to=reply_to,
+        subject=subject,
+        text=text,
+        html=html,
+        headers=headers,
+        tags=tags,
+        metadata=metadata,
+        cc=cc,
+        bcc=bcc,
+        send_at=send_at,
+        locale=locale,
+        attachments=attachments,
+    )
     with (
         tracer.start_as_current_span("outbox enqueue", **QUIET) as span,
         failures_by_type(span),
     ):
-        ready: dict[str, Template] = {}
-        row = _one(settings, ready, idempotency_key, to, template, params, priority)
-        plan = _one_plan(row, ready[row.template], executor.database)
+        row, found_template = _one(settings, idempotency_key, to, template, params, priority, given)
+        plan = _one_plan(row, found_template, executor.database)
         found = await async_executors.run(plan, executor)
         _describe(span, settings, row, found)
     return _enqueued(row, found)
@@ -163,7 +279,10 @@ def enqueue_many(
     """Add many emails (a newsletter) at once, all or none.
 
     Each mapping takes the keyword arguments of :func:`enqueue`
-    (``idempotency_key``, ``to``, ``template``, ``params``, ``priority``);
+    (``idempotency_key``, ``to``, ``template``, ``params``, ``priority``,
+    ``sender``, ``reply_to``, ``subject``, ``text``, ``html``, ``headers``,
+    ``tags``, ``metadata``, ``cc``, ``bcc``, ``send_at``, ``locale``,
+    ``attachments``);
     ``conn`` is any connection :func:`enqueue` takes. On psycopg 3 the rows
     are validated as they stream into Postgres by COPY, so checking and
     inserting run side by side; the first invalid row aborts the COPY and
@@ -206,23 +325,26 @@ async def enqueue_many_async(
 
 def _one(  # noqa: PLR0917  # enqueue's own arguments, passed on
     settings: Settings,
-    ready: dict[str, Template],
     key: object,
     to: object,
     template: object,
     params: object,
     priority: object,
-) -> _Row:
-    return _validated(
+    given: _Fields,
+) -> tuple[_Row, Template | None]:
+    ready: Ready = {}
+    row = _validated(
         settings,
         key=key,
         to=to,
         template_name=template,
         params=params,
         priority=priority,
+        fields=given,
         ready=ready,
         trace_context=current_traceparent(),
     )
+    return row, next(iter(ready.values()), None)
 
 
 def _describe(span: Any, settings: Settings, row: _Row, found: tuple[Any, ...]) -> None:
@@ -235,6 +357,13 @@ def _describe(span: Any, settings: Settings, row: _Row, found: tuple[Any, ...]) 
                 template=row.template,
                 priority=row.priority,
                 recipient=row.recipient,
+                tag_secret=settings.secret,
+            )
+        )
+        span.set_attributes(
+            label_attributes(
+                row.tags,
+                orjson.loads(row.metadata) if row.metadata else {},
                 tag_secret=settings.secret,
             )
         )
@@ -257,7 +386,7 @@ def _many(
     executor: executors.Executor | async_executors.AsyncExecutor,
 ) -> Plan[list[Written]] | None:
     """The plan for a batch, or None for an empty one; the first row is checked here."""
-    ready: dict[str, Template] = {}
+    ready: Ready = {}
     # Every row links to the one enqueue_many span: a newsletter is not one giant trace.
     rows = _validated_rows(settings, emails, ready, current_traceparent())
     first = next(rows, None)
@@ -268,7 +397,7 @@ def _many(
 
 
 def _values(row: _Row) -> tuple[Any, ...]:
-    return tuple(getattr(row, c.field) for c in COLUMNS)
+    return tuple(c.value(getattr(row, c.field)) for c in COLUMNS)
 
 
 def _store_versions(templates: Iterable[Template], database: object) -> Plan[None]:
@@ -279,8 +408,31 @@ def _store_versions(templates: Iterable[Template], database: object) -> Plan[Non
             template_versions.stored(database, template.version, written=bool(written))
 
 
-def _one_plan(row: _Row, template: Template, database: object) -> Plan[tuple[Any, ...]]:
-    values = {c.field: getattr(row, c.field) for c in COLUMNS}
+def _after_insert(created: Iterable[tuple[_Row, int]], *, copied: bool) -> Plan[None]:
+    """What new rows need once they exist, in the same transaction.
+
+    Suppressed cc and bcc recipients are taken off (and recorded), files given
+    by content are stored once each, and rows written by COPY (which cannot
+    compute next_attempt_at) are scheduled for their send_at.
+    """
+    new = list(created)
+    with_copies = [id_ for row, id_ in new if row.cc or row.bcc]
+    if with_copies:
+        yield statement.drop_suppressed_copies(with_copies)
+    scheduled = [id_ for row, id_ in new if row.send_at is not None]
+    if copied and scheduled:
+        yield statement.schedule_new(scheduled)
+    uses = [(id_, f) for row, id_ in new for f in row.files]
+    if uses:
+        # In hash order: transactions storing the same files wait for each other
+        # in one order, so they cannot deadlock.
+        files_by_hash = {f.sha256: f.content for _, f in sorted(uses, key=lambda u: u[1].sha256)}
+        yield statement.store_attachment_blobs(files_by_hash)
+        yield statement.use_attachments([(id_, f.sha256) for id_, f in uses])
+
+
+def _one_plan(row: _Row, template: Template | None, database: object) -> Plan[tuple[Any, ...]]:
+    values = {c.field: c.value(getattr(row, c.field)) for c in COLUMNS}
     found = yield statement.insert_message(COLUMNS, values)
     if not found:
         # The key exists: a new statement sees it, even when another transaction
@@ -288,20 +440,25 @@ def _one_plan(row: _Row, template: Template, database: object) -> Plan[tuple[Any
         found = yield statement.find_by_key(row.key, row.content_hash)
     if not found:
         raise StoreError(f"idempotency key {row.key!r} neither inserted nor found")
+    if found[0][3]:  # created
+        yield from _after_insert([(row, found[0][0])], copied=False)
     # After the row, as enqueue_many does: transactions that wait on each other's
     # keys and versions take them in one order, so they cannot deadlock.
-    yield from _store_versions([template], database)
+    yield from _store_versions([template] if template else [], database)
     return found[0]
 
 
 def _many_plan(
-    rows: Iterator[_Row], ready: dict[str, Template], *, copy: bool, database: object
+    rows: Iterator[_Row], ready: Ready, *, copy: bool, database: object
 ) -> Plan[list[Written]]:
     written: list[_Row] = []
     result = (yield from _copy_plan(rows, written)) if copy else None
+    copied = result is not None
     if result is None:
         written.extend(rows)  # the rows not yet streamed when the COPY failed
         result = yield from _insert_rows_plan(written)
+    new = [(row, w[1]) for row, w in zip(written, result, strict=True) if w[3]]
+    yield from _after_insert(new, copied=copied)
     # After the rows, in the same transaction: no statement may run during a COPY.
     yield from _store_versions(ready.values(), database)
     for priority in sorted({row.priority for row in written}):
@@ -390,7 +547,7 @@ def _insert_rows_plan(rows: list[_Row]) -> Plan[list[Written]]:
 def _validated_rows(
     settings: Settings,
     emails: Iterable[Mapping[str, Any]],
-    ready: dict[str, Template],
+    ready: Ready,
     trace_context: str | None,
 ) -> Iterator[_Row]:
     seen: set[str] = set()
@@ -403,6 +560,21 @@ def _validated_rows(
                 template_name=email.get("template"),
                 params=email.get("params"),
                 priority=email.get("priority"),
+                fields=_Fields(
+                    sender=email.get("sender"),
+                    reply_to=email.get("reply_to"),
+                    subject=email.get("subject"),
+                    text=email.get("text"),
+                    html=email.get("html"),
+                    headers=email.get("headers"),
+                    tags=email.get("tags"),
+                    metadata=email.get("metadata"),
+                    cc=email.get("cc"),
+                    bcc=email.get("bcc"),
+                    send_at=email.get("send_at"),
+                    locale=email.get("locale"),
+                    attachments=email.get("attachments"),
+                ),
                 ready=ready,
                 trace_context=trace_context,
             )
@@ -422,41 +594,221 @@ def _validated(
     template_name: object,
     params: object,
     priority: object,
-    ready: dict[str, Template],
+    fields: _Fields,
+    ready: Ready,
     trace_context: str | None = None,
 ) -> _Row:
     """The one validation path: a checked row, or an InvalidMessage; no I/O but files.
 
-    ``ready`` keeps each template looked up (once per call or batch); the
-    plans store their versions.
+    ``ready`` keeps each template looked up (once per call or batch, per
+    language); the plans store their versions.
     """
     checked_key = check_key(key)
     recipient = normalize_address(to)
+    if template_name is None:
+        return _validated_inline(
+            settings,
+            key=checked_key,
+            recipient=recipient,
+            params=params,
+            priority=priority,
+            fields=fields,
+            trace_context=trace_context,
+        )
     if not isinstance(template_name, str):
-        raise InvalidMessage("template must be a string")
-    template = ready.get(template_name)
+        raise InvalidMessage("template must be a string (or None, with subject and text or html)")
+    if (fields.subject, fields.text, fields.html) != (None, None, None):
+        raise InvalidMessage("subject, text and html are for an email without a template")
+    locale = locales.check_locale(fields.locale)
+    cache_key = (template_name, locale)
+    template = ready.get(cache_key)
     if template is None:
-        template = ready[template_name] = template_set(settings.templates).get(template_name)
+        templates = template_set(settings.templates)
+        variant = templates.pick(template_name, locales.fallbacks(locale)) if locale else None
+        template = ready[cache_key] = templates.get(template_name, variant)
     checked_priority = check_priority(
         (template.priority or "bulk") if priority is None else priority
     )
     params_json = dump_params(params, max_bytes=settings.max_params_bytes)
     check_params_for(template, params or {})  # type: ignore[arg-type]  # a dict, checked above
     check_params_shape(template, params or {})  # type: ignore[arg-type]  # a dict, checked above
-    attachments.references(
+    referenced = attachments.references(
         params or {},  # type: ignore[arg-type]  # a dict, checked above
         directory=settings.attachments_dir,
         max_bytes=settings.max_attachment_bytes,
     )
+    # Files by reference and by content share one limit.
+    room = settings.max_attachment_bytes - sum(r.size for r in referenced)
+    checked = _checked_fields(settings, fields, recipient, attachment_bytes=room)
+    if locale is not None:
+        checked.hashed["locale"] = locale
     return _Row(
         key=checked_key,
         recipient=recipient,
         template=template_name,
         params=params_json,
-        content_hash=content_hash(recipient, template_name, params_json, checked_priority),
+        content_hash=content_hash(
+            recipient, template_name, params_json, checked_priority, checked.hashed
+        ),
         message_id=derive_message_id(checked_key, settings.message_id_domain, settings.secret),
         priority=checked_priority.value,
         template_version=template.version,
         trace_context=trace_context,
-        sender=settings.sender,
+        sender=checked.sender,
+        reply_to=checked.reply_to,
+        headers=checked.headers,
+        tags=checked.tags,
+        metadata=checked.metadata,
+        cc=checked.cc,
+        bcc=checked.bcc,
+        send_at=checked.send_at,
+        locale=template.variant,
+        attachments=checked.attachments,
+        files=checked.files,
     )
+
+
+def _validated_inline(
+    settings: Settings,
+    *,
+    key: str,
+    recipient: str,
+    params: object,
+    priority: object,
+    fields: _Fields,
+    trace_context: str | None,
+) -> _Row:
+    """An email without a template: its own subject and bodies, stored with the row."""
+    if fields.locale is not None:
+        raise InvalidMessage("locale picks a template's variant: an email without one has none")
+    content = inline.check_content(
+        fields.subject, fields.text, fields.html, max_bytes=settings.max_content_bytes
+    )
+    checked_priority = check_priority("bulk" if priority is None else priority)
+    params_json = dump_params(params, max_bytes=settings.max_params_bytes)
+    inline.check_inline_params(params)
+    referenced = attachments.references(
+        params or {},  # type: ignore[arg-type]  # a dict, checked above
+        directory=settings.attachments_dir,
+        max_bytes=settings.max_attachment_bytes,
+    )
+    # Files by reference and by content share one limit.
+    room = settings.max_attachment_bytes - sum(r.size for r in referenced)
+    checked = _checked_fields(settings, fields, recipient, attachment_bytes=room)
+    hashed = {**checked.hashed, **content.hashed()}
+    return _Row(
+        key=key,
+        recipient=recipient,
+        template=inline.INLINE,
+        params=params_json,
+        content_hash=content_hash(recipient, inline.INLINE, params_json, checked_priority, hashed),
+        message_id=derive_message_id(key, settings.message_id_domain, settings.secret),
+        priority=checked_priority.value,
+        template_version=None,
+        trace_context=trace_context,
+        sender=checked.sender,
+        reply_to=checked.reply_to,
+        headers=checked.headers,
+        tags=checked.tags,
+        metadata=checked.metadata,
+        cc=checked.cc,
+        bcc=checked.bcc,
+        send_at=checked.send_at,
+        attachments=checked.attachments,
+        files=checked.files,
+        subject=content.subject,
+        body_text=content.text,
+        body_html=content.html,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class _Fields:
+    """The per-message fields as the caller gave them (checked by outbox.fields)."""
+
+    sender: object = None
+    reply_to: object = None
+    subject: object = None
+    text: object = None
+    html: object = None
+    headers: object = None
+    tags: object = None
+    metadata: object = None
+    cc: object = None
+    bcc: object = None
+    send_at: object = None
+    locale: object = None
+    attachments: object = None
+
+
+@dataclass(frozen=True, slots=True)
+class _Checked:
+    """The per-message fields as stored, and what of them the content hash covers."""
+
+    hashed: dict[str, Any]
+    sender: str
+    reply_to: tuple[str, ...]
+    headers: str | None
+    tags: tuple[str, ...]
+    metadata: str | None
+    cc: tuple[str, ...]
+    bcc: tuple[str, ...]
+    send_at: dt.datetime | None
+    files: tuple[files.File, ...]
+    attachments: str | None
+
+
+def _checked_fields(
+    settings: Settings, fields: _Fields, recipient: str, *, attachment_bytes: int
+) -> _Checked:
+    # Only the fields given are hashed: an email without them hashes as before they existed.
+    hashed: dict[str, Any] = {}
+    sender = settings.sender
+    if fields.sender is not None:
+        sender = senders.check_sender(fields.sender, allowed_domains=_sender_domains(settings))
+        if sender != settings.sender:  # OUTBOX_FROM given explicitly is the default
+            hashed["sender"] = sender
+    reply_to = senders.check_reply_to(fields.reply_to)
+    if reply_to:
+        hashed["reply_to"] = list(reply_to)
+    headers = extra_headers.check_headers(fields.headers)
+    if headers:
+        hashed["headers"] = [list(pair) for pair in headers]
+    tags = labels.check_tags(fields.tags)
+    if tags:
+        hashed["tags"] = list(tags)
+    metadata = labels.check_metadata(fields.metadata)
+    if metadata:
+        hashed["metadata"] = metadata
+    cc, bcc = recipients.check_copies(recipient, fields.cc, fields.bcc)
+    if cc:
+        hashed["cc"] = list(cc)
+    if bcc:
+        hashed["bcc"] = list(bcc)
+    send_at = schedule.check_send_at(fields.send_at)
+    if send_at is not None:
+        hashed["send_at"] = send_at.isoformat()
+    given = files.check_files(fields.attachments, max_bytes=attachment_bytes)
+    if given:
+        hashed["attachments"] = [f.described() for f in given]
+    return _Checked(
+        hashed=hashed,
+        sender=sender,
+        reply_to=reply_to,
+        headers=orjson.dumps(hashed["headers"]).decode() if headers else None,
+        tags=tags,
+        metadata=orjson.dumps(metadata).decode() if metadata else None,
+        cc=cc,
+        bcc=bcc,
+        send_at=send_at,
+        files=given,
+        attachments=orjson.dumps(hashed["attachments"]).decode() if given else None,
+    )
+
+
+@lru_cache(maxsize=8)
+def _sender_domains(settings: Settings) -> frozenset[str]:
+    try:
+        return senders.normalize_domains(settings.sender_domain_list())
+    except InvalidAddress as exc:
+        raise ConfigError(f"OUTBOX_SENDER_DOMAINS: {exc}") from None

@@ -17,6 +17,7 @@ class Status(StrEnum):
     DEAD = "dead"  # retries or age exhausted
     HELD = "held"  # parked for an operator after an uncertain delivery
     SUPPRESSED = "suppressed"  # the recipient was on the suppression list: never sent
+    CANCELLED = "cancelled"  # called off before any attempt (outbox.cancel): never sent
 
 
 class Priority(StrEnum):
@@ -60,6 +61,16 @@ _SESSION_STAGES = frozenset({Stage.CONNECT, Stage.GREETING, Stage.EHLO, Stage.ST
 
 
 @dataclass(frozen=True, slots=True)
+class RecipientReply:
+    """What the peer said to one recipient's RCPT TO, in a message with cc or bcc."""
+
+    address: str
+    kind: str  # to | cc | bcc
+    code: int | None
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
 class Reply:
     """What a transport observed for one attempt.
 
@@ -72,6 +83,9 @@ class Reply:
     text: str = ""
     error: str | None = None  # e.g. "timeout", "connection refused", "tls"
     via: str | None = None  # set by a failover transport: which of its two answered
+    # With cc or bcc over SMTP: each recipient's RCPT reply. Those accepted got
+    # the message with the final reply; a refused cc or bcc is left out of it.
+    recipients: tuple[RecipientReply, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

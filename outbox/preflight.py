@@ -39,11 +39,13 @@ READERS: dict[str, frozenset[str]] = {
     "broker_url": frozenset({"relay", "worker"}),
     "namespace": frozenset({"relay", "worker", "metrics"}),
     "sender": frozenset({"app", "worker", "web"}),  # worker: rows enqueued before it was stored
+    "sender_domains": frozenset({"app", "web"}),
     "message_id_domain": frozenset({"app", "web"}),
     "templates": frozenset({"app", "worker", "web"}),
     "attachments_dir": frozenset({"app", "worker", "web"}),
     "max_attachment_bytes": frozenset({"app", "worker", "web"}),
     "max_params_bytes": frozenset({"app", "web"}),
+    "max_content_bytes": frozenset({"app", "web"}),
     "bounce_domain": frozenset({"worker", "bounces"}),
     "secret": frozenset({"app", "worker", "web", "bounces"}),  # app: keyed Message-IDs
     "previous_secrets": frozenset({"worker", "web", "bounces"}),
@@ -254,19 +256,35 @@ def _transport(settings: Settings) -> None:
 
 def _message(settings: Settings) -> None:
     from outbox.message import list_unsubscribe  # noqa: PLC0415
-    from outbox.message.sign import Signer  # noqa: PLC0415
+    from outbox.message.sign import Signers  # noqa: PLC0415
 
-    Signer.from_settings(settings)
+    Signers.from_settings(settings)
     if settings.unsubscribe_url:
         list_unsubscribe.check_base_url(settings.unsubscribe_url, settings.secret)
 
 
 def _dkim_key(settings: Settings) -> None:
     """A key that cannot sign is a start-up error, not one per message."""
-    if settings.dkim_selector or settings.dkim_domain or settings.dkim_private_key:
-        from outbox.message.sign import Signer  # noqa: PLC0415
+    if (
+        settings.dkim_selector
+        or settings.dkim_domain
+        or settings.dkim_private_key
+        or settings.dkim_keys
+    ):
+        from outbox.message.sign import Signers  # noqa: PLC0415
 
-        Signer.from_settings(settings)
+        Signers.from_settings(settings)
+
+
+def _sender_domains(settings: Settings) -> None:
+    """Each domain a sender= may use is a valid domain name."""
+    from outbox.errors import InvalidAddress  # noqa: PLC0415
+    from outbox.fields.senders import normalize_domains  # noqa: PLC0415
+
+    try:
+        normalize_domains(settings.sender_domain_list())
+    except InvalidAddress as exc:
+        raise ConfigError(f"OUTBOX_SENDER_DOMAINS: {exc}") from None
 
 
 def _smtp_credentials(settings: Settings) -> None:
@@ -333,7 +351,7 @@ def _metrics_auth(auth: str) -> None:
 
 
 _CHECKS: dict[str, tuple[Callable[[Settings], None], ...]] = {
-    "app": (*COMMON, _database_url, _attachments_dir),
+    "app": (*COMMON, _database_url, _attachments_dir, _sender_domains),
     "relay": (*COMMON, _database_url, _redis_url, _broker_url),
     "worker": (
         *COMMON,

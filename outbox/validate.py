@@ -146,9 +146,22 @@ def check_params_shape(template: Template, params: dict[str, Any]) -> None:
             _check_shape(example, params[name], f"params[{name!r}]")
 
 
-def content_hash(recipient: str, template: str, params_json: str, priority: str) -> str:
-    """Identifies what an idempotency key stands for, to detect a reused key."""
+def content_hash(
+    recipient: str,
+    template: str,
+    params_json: str,
+    priority: str,
+    fields: dict[str, Any] | None = None,
+) -> str:
+    """Identifies what an idempotency key stands for, to detect a reused key.
+
+    ``fields`` are the per-message fields given (sender, reply-to, ...); they
+    count only when present, so an email without them hashes as it did
+    before they existed and a re-enqueue of a stored row still matches.
+    """
     blob = "\x00".join((recipient, template, priority, params_json)).encode("utf-8")
+    if fields:
+        blob += b"\x00" + orjson.dumps(fields, option=orjson.OPT_SORT_KEYS)
     return hashlib.sha256(blob).hexdigest()[:32]
 
 

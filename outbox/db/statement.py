@@ -31,6 +31,13 @@ class Column:
     field: str  # the attribute of intake's row
     name: str  # the column of email_outbox
     json: bool = False  # the value is JSON text, stored as jsonb
+    array: bool = False  # the value is a tuple of text, stored as text[] (empty: NULL)
+
+    def value(self, given: Any) -> Any:
+        """``given`` as every driver binds it: a list for an array, None for an empty one."""
+        if self.array:
+            return list(given) or None
+        return given
 
 
 @dataclass(frozen=True, slots=True)
@@ -180,6 +187,39 @@ def suppress_copied(ids: Sequence[int], reasons: Sequence[str]) -> Statement:
 
 def notify_due(priority: str) -> Statement:
     return Statement(queries["notify_due"], {"priority": priority})
+
+
+def schedule_new(ids: Sequence[int]) -> Statement:
+    """Rows just copied with a send_at wait until then (COPY writes no computed column)."""
+    return Statement(queries["schedule_new"], {"ids": list(ids)}, returns_rows=False)
+
+
+def drop_suppressed_copies(ids: Sequence[int]) -> Statement:
+    """Take the suppressed cc and bcc recipients off new rows ``ids``, each one recorded."""
+    return Statement(queries["drop_suppressed_copies"], {"ids": list(ids)})
+
+
+def store_attachment_blobs(files: Mapping[str, bytes]) -> Statement:
+    """Keep each file (by SHA-256) once: a file stored already is not written again."""
+    return Statement(
+        queries["store_attachment_blobs"],
+        {"hashes": list(files), "contents": list(files.values())},
+        returns_rows=False,
+    )
+
+
+def use_attachments(uses: Sequence[tuple[int, str]]) -> Statement:
+    """Note which new rows (id, sha256) use which files."""
+    return Statement(
+        queries["use_attachments"],
+        {"ids": [i for i, _ in uses], "hashes": [h for _, h in uses]},
+        returns_rows=False,
+    )
+
+
+def cancel(key: str, *, reason: str, by: str) -> Statement:
+    """Cancel the key's email while no worker has it: (id, status before, cancelled now)."""
+    return Statement(queries["cancel"], {"key": key, "reason": reason, "by": by})
 
 
 # Around the COPY: a failed COPY (a known key, a row refused while streaming)

@@ -244,6 +244,18 @@ class OutboxRow:
     template_version: str | None = None  # None: enqueued before versions were recorded
     trace_context: str | None = None  # the business event's traceparent
     sender: str | None = None  # From, fixed at enqueue; None: enqueued before it was recorded
+    reply_to: Sequence[str] = ()  # Reply-To mailboxes, fixed at enqueue
+    subject: str | None = None  # inline content (template '(inline)'); None for templates
+    body_text: str | None = None
+    body_html: str | None = None
+    headers: Sequence[Sequence[str]] = ()  # the caller's own headers, [name, value] pairs
+    tags: Sequence[str] = ()
+    metadata: dict[str, Any] = dataclasses.field(default_factory=dict)
+    cc: Sequence[str] = ()  # more recipients, in the Cc header
+    bcc: Sequence[str] = ()  # more recipients, in no header (RCPT TO only)
+    locale: str | None = None  # the template's language folder; None: its default files
+    # Files given by content: [{"sha256", "filename", "content_type", "size"}].
+    attachments: Sequence[dict[str, Any]] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -264,6 +276,8 @@ class AttemptRecord:
     duration_ms: float
     transport: str | None = None  # the transport that carried it (smtp, postmark...)
     suppress: bool = False  # refused at RCPT TO as non-existent: suppress the recipient
+    # With cc or bcc, each recipient's reply: {"address", "kind", "code", "text"}.
+    recipients: list[dict[str, Any]] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -436,6 +450,12 @@ def migration_status(conn: Conn) -> list[MigrationState]:
     return [MigrationState(m.version, m.name, applied.get(m.version)) for m in migrations()]
 
 
+def load_attachments(conn: Conn, hashes: Sequence[str]) -> dict[str, bytes]:
+    with translate_errors():
+        rows = conn.execute(queries["load_attachment_blobs"], {"hashes": list(hashes)}).fetchall()
+    return {str(r[0]): bytes(r[1]) for r in rows}
+
+
 def count_in_flight(conn: Conn, priority: str) -> int:
     with translate_errors():
         row = conn.execute(queries["count_in_flight"], {"priority": priority}).fetchone()
@@ -559,6 +579,12 @@ def paced_pending(conn: Conn) -> dict[str, int]:
 def oldest_unsent(conn: Conn) -> dict[str, float]:
     with translate_errors():
         return {r[0]: float(r[1]) for r in conn.execute(queries["oldest_unsent"]).fetchall()}
+
+
+def status_counts_by_tag(conn: Conn, tag: str) -> list[tuple[str, str, int]]:
+    with translate_errors():
+        rows = conn.execute(queries["status_counts_by_tag"], {"tag": tag}).fetchall()
+    return [(r[0], r[1], int(r[2])) for r in rows]
 
 
 def find_messages(conn: Conn, ref: dict[str, Any]) -> list[dict[str, Any]]:
@@ -876,12 +902,13 @@ def finish_bounce(
 
 def find_row_for_bounce(
     conn: Conn, *, outbox_id: int | None, message_id: str | None
-) -> tuple[int, str] | None:
+) -> tuple[int, str, frozenset[str]] | None:
+    """The row's id, recipient and (lower-cased) cc and bcc addresses."""
     with translate_errors():
         row = conn.execute(
             queries["find_row_for_bounce"], {"id": outbox_id, "message_id": message_id}
         ).fetchone()
-    return (int(row[0]), str(row[1])) if row else None
+    return (int(row[0]), str(row[1]), frozenset(a.lower() for a in row[2])) if row else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -900,12 +927,14 @@ def bounced_row_trace(conn: Conn, outbox_id: int) -> RowTrace | None:
     return RowTrace(*row) if row else None
 
 
-def find_row_by_provider_id(conn: Conn, provider_message_id: str) -> tuple[int, str] | None:
+def find_row_by_provider_id(
+    conn: Conn, provider_message_id: str
+) -> tuple[int, str, frozenset[str]] | None:
     with translate_errors():
         row = conn.execute(
             queries["find_row_by_provider_id"], {"provider_message_id": provider_message_id}
         ).fetchone()
-    return (int(row[0]), str(row[1])) if row else None
+    return (int(row[0]), str(row[1]), frozenset(a.lower() for a in row[2])) if row else None
 
 
 def mark_bounced(conn: Conn, outbox_id: int, *, klass: str, reason: str, bounce_id: int) -> None:

@@ -19,6 +19,7 @@ import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from email.utils import parseaddr
+from typing import Any
 
 from opentelemetry import trace
 from opentelemetry.trace import Link, Span, SpanKind, StatusCode
@@ -32,6 +33,7 @@ from outbox.delivery.outage import SharedBreaker, describe_failure, is_path_fail
 from outbox.delivery.retry import RetryPolicy, decide
 from outbox.delivery.writer import ResultWriter
 from outbox.errors import AttachmentUnavailable, OutboxError, StoreError
+from outbox.fields import labels
 from outbox.message.compose import composer
 from outbox.message.render import template_set
 from outbox.message.return_path import return_path
@@ -45,6 +47,7 @@ from outbox.telemetry.tracing import (
     context_from,
     email_attributes,
     failures_by_type,
+    label_attributes,
     span_context_from,
     tracer,
 )
@@ -81,6 +84,7 @@ def _describe_attempt(
             tag_secret=redactor.tag_secret,
         )
     )
+    span.set_attributes(label_attributes(row.tags, row.metadata, tag_secret=redactor.tag_secret))
     span.set_attribute("outbox.attempt", record.attempt)
     # Reply texts name addresses ("550 5.1.1 <bob@example.org>"): tagged in the span.
     reason = redactor.text(record.reason)
@@ -413,6 +417,7 @@ class Delivery:
             duration_ms=duration_ms,
             transport=(reply.via if reply else None) or self.settings.transport,
             suppress=reply is not None and refuses_address(reply),
+            recipients=_each_recipient(reply) if reply and reply.recipients else None,
         )
 
     def build(self, row: store.OutboxRow) -> OutgoingMessage:
@@ -427,6 +432,10 @@ class Delivery:
             message_id=row.message_id,
             idempotency_key=row.idempotency_key,
             smtputf8=ascii_recipient is None,
+            cc=tuple(row.cc),
+            bcc=tuple(row.bcc),
+            tags=tuple(row.tags),
+            metadata=tuple((k, labels.as_text(v)) for k, v in row.metadata.items()),
         )
 
     def _return_path(self, row: store.OutboxRow) -> str:
@@ -440,6 +449,14 @@ class Delivery:
         with self.pool.connection() as conn:
             store.release_unattempted(conn, ids, worker, reason)
         log.info("released %d unattempted rows: %s", len(ids), reason)
+
+
+def _each_recipient(reply: Reply) -> list[dict[str, Any]]:
+    """Each recipient's RCPT reply of a message with cc or bcc, as the attempt stores it."""
+    return [
+        {"address": r.address, "kind": r.kind, "code": r.code, "text": store.storable_text(r.text)}
+        for r in reply.recipients
+    ]
 
 
 class _Once:

@@ -11,6 +11,7 @@ import inspect
 from collections.abc import Sequence
 from typing import Any
 
+from django.conf import settings as django_settings
 from django.core.mail.backends.base import BaseEmailBackend
 from django.db import DEFAULT_DB_ALIAS, connections
 
@@ -33,16 +34,14 @@ class EmailBackend(BaseEmailBackend):  # type: ignore[misc]  # Django ships no t
     def send_messages(self, email_messages: Sequence[Any]) -> int:
         if not email_messages:
             return 0
+        default_from = getattr(django_settings, "DEFAULT_FROM_EMAIL", None)
         try:
             emails = []
             for message in email_messages:
-                for email in enqueue_arguments(message):
+                for email in enqueue_arguments(message, default_from=default_from):
                     kept, lost = supported(email, ACCEPTED)
                     if lost:
-                        raise InvalidMessage(
-                            f"this Outbox cannot take {', '.join(lost)} yet: send a template "
-                            "(X-Outbox-Template, X-Outbox-Params headers) instead"
-                        )
+                        raise InvalidMessage(f"this Outbox cannot take {', '.join(lost)}")
                     emails.append(kept)
             intake.enqueue_many(connections[self.using], emails)
         except OutboxError:

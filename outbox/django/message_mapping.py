@@ -11,8 +11,11 @@ and attachments, plus the Outbox fields a caller sets in headers:
   ``X-Outbox-Priority``: send a template of OUTBOX_TEMPLATES.
 
 A message to several ``to`` addresses becomes one email per address (keys
-``KEY:1``, ``KEY:2``…; Cc and Bcc go with the first). :func:`supported`
-then keeps what :func:`outbox.enqueue` takes and names what it cannot take yet.
+``KEY:1``, ``KEY:2``…; Cc and Bcc go with the first). The From is the
+message's ``from_email`` (within ``OUTBOX_SENDER_DOMAINS``), except when it is
+``DEFAULT_FROM_EMAIL``, which Django puts there when none is given: then
+``OUTBOX_FROM`` applies. :func:`supported` keeps what :func:`outbox.enqueue`
+takes and names anything it could not take, so nothing is dropped unsaid.
 """
 
 from __future__ import annotations
@@ -30,8 +33,6 @@ TEMPLATE_HEADER = "X-Outbox-Template"
 PARAMS_HEADER = "X-Outbox-Params"
 PRIORITY_HEADER = "X-Outbox-Priority"
 _OURS = {h.lower() for h in (*KEY_HEADERS, TEMPLATE_HEADER, PARAMS_HEADER, PRIORITY_HEADER)}
-# Dropped without complaint when enqueue cannot take them: OUTBOX_FROM applies instead.
-LENIENT = frozenset({"sender"})
 
 
 def _new_key() -> str:
@@ -39,9 +40,13 @@ def _new_key() -> str:
 
 
 def enqueue_arguments(
-    message: Any, *, new_key: Callable[[], str] = _new_key
+    message: Any, *, new_key: Callable[[], str] = _new_key, default_from: str | None = None
 ) -> list[dict[str, Any]]:
-    """One mapping of enqueue's keyword arguments per ``to`` address of ``message``."""
+    """One mapping of enqueue's keyword arguments per ``to`` address of ``message``.
+
+    ``default_from`` is the project's ``DEFAULT_FROM_EMAIL``: a message from it
+    is sent from ``OUTBOX_FROM``.
+    """
     headers = {str(k): str(v) for k, v in (getattr(message, "extra_headers", None) or {}).items()}
     by_name = {k.lower(): v for k, v in headers.items()}
     key = next((by_name[h.lower()] for h in KEY_HEADERS if h.lower() in by_name), None)
@@ -49,7 +54,7 @@ def enqueue_arguments(
         "subject": message.subject or None,
         "text": None,
         "html": None,
-        "sender": message.from_email or None,
+        "sender": None if message.from_email == default_from else message.from_email or None,
         "reply_to": list(message.reply_to) or None,
         "headers": {k: v for k, v in headers.items() if k.lower() not in _OURS} or None,
         "attachments": [_attachment(a) for a in message.attachments] or None,
@@ -83,11 +88,9 @@ def enqueue_arguments(
 
 
 def supported(email: dict[str, Any], accepted: Collection[str]) -> tuple[dict[str, Any], list[str]]:
-    """(what enqueue takes, the names of fields with a value it cannot take yet)."""
+    """(what enqueue takes, the names of fields with a value it cannot take)."""
     kept = {k: v for k, v in email.items() if k in accepted or k == "idempotency_key"}
-    lost = sorted(
-        k for k, v in email.items() if v is not None and k not in kept and k not in LENIENT
-    )
+    lost = sorted(k for k, v in email.items() if v is not None and k not in kept)
     return {k: v for k, v in kept.items() if v is not None}, lost
 
 
@@ -102,10 +105,10 @@ def _attachment(item: Any) -> dict[str, Any]:
     if isinstance(item, tuple):  # (filename, content, mimetype), Django's EmailAttachment too
         filename, content, mimetype = item
         data = content.encode("utf-8") if isinstance(content, str) else bytes(content)
-        return {"filename": filename, "content": data, "mimetype": mimetype}
+        return {"filename": filename, "content": data, "content_type": mimetype}
     payload = item.get_payload(decode=True)  # a MIMEBase part
     return {
         "filename": item.get_filename(),
         "content": payload,
-        "mimetype": item.get_content_type(),
+        "content_type": item.get_content_type(),
     }

@@ -221,7 +221,7 @@ def _provider_link(conn: store.Conn, report: providers.ProviderReport) -> Link:
     if report.provider_message_id:
         found = store.find_row_by_provider_id(conn, report.provider_message_id)
         if found:
-            return Link("provider_id", found[0], found[1])
+            return Link("provider_id", found[0], found[1], copies=found[2])
     return Link("none")
 
 
@@ -239,12 +239,12 @@ def _link(
             return Link("none", forged=True)
         found = store.find_row_for_bounce(conn, outbox_id=outbox_id, message_id=None)
         if found:
-            return Link("verp", found[0], found[1])
+            return Link("verp", found[0], found[1], copies=found[2])
     for result in results:
         if result.original_message_id:
             found = store.find_row_for_bounce(
                 conn, outbox_id=None, message_id=result.original_message_id
             )
             if found:
-                return Link("message_id", found[0], found[1])
+                return Link("message_id", found[0], found[1], copies=found[2])
     return Link("none")

@@ -37,6 +37,9 @@ class Link:
     outbox_id: int | None = None
     recipient: str | None = None  # of the linked row
     forged: bool = False
+    # The row's cc and bcc, lower case: a report about one of them proves
+    # nothing about the row's recipient, and is recorded without effect.
+    copies: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,6 +60,8 @@ def effects(link: Link, results: Sequence[BounceResult]) -> list[Effect]:
     for result in results:
         if result.klass == "other" or result.reason == "delayed":
             continue  # auto-replies and delay notices are not verdicts
+        if result.recipient and result.recipient.lower() in link.copies:
+            continue  # about a cc or bcc of the row, not its recipient
         status = f" {result.status}" if result.status else ""
         reason = f"{result.klass} bounce{status} ({link.via})"
         if result.klass == "complaint" and result.reason == "unsubscribe":

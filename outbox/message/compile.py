@@ -18,6 +18,7 @@ from importlib.metadata import version
 import mjml
 
 from outbox.errors import TemplateError
+from outbox.message import layouts
 from outbox.message.placeholders import protect
 from outbox.message.plaintext import text_from_html
 
@@ -30,7 +31,7 @@ SUBJECT, MJML, HTML, TEXT, META = (
 )
 SOURCE_FILES = (SUBJECT, MJML, HTML, TEXT, META)
 # Bumped whenever this module's output for the same files changes.
-_FORMAT = 1
+_FORMAT = 1  # layouts resolve to the same output for files without them
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,11 +46,11 @@ def compile_files(files: Mapping[str, str]) -> Compiled:
     if MJML in files and HTML in files:
         raise TemplateError(f"has both {MJML} and {HTML}: keep one")
     if MJML in files:
-        html: str | None = compile_mjml(files[MJML])
+        html: str | None = compile_mjml(layouts.resolve(files[MJML], files, label=MJML))
     else:
-        html = files.get(HTML)
+        html = layouts.resolve(files[HTML], files, label=HTML) if HTML in files else None
     if TEXT in files:
-        return Compiled(html, files[TEXT], text_derived=False)
+        return Compiled(html, layouts.resolve(files[TEXT], files, label=TEXT), text_derived=False)
     if html is None:
         raise TemplateError(f"has no {TEXT}, {MJML} or {HTML}")
     return Compiled(html, text_from_html(html), text_derived=True)

@@ -12,14 +12,17 @@ from contextlib import AbstractContextManager
 from functools import cache
 
 from outbox.config import Settings
+from outbox.db import store
 from outbox.db.store import Conn, OutboxRow
+from outbox.errors import TemplateError
+from outbox.fields.inline import INLINE
 from outbox.message import attachments
 from outbox.message import list_unsubscribe as unsubscribe
 from outbox.message import versions as template_versions
-from outbox.message.build import Envelope, build_message
+from outbox.message.build import Attachment, Envelope, build_message, encode_header_value
 from outbox.message.render import Rendered, template_set
 from outbox.message.return_path import return_path
-from outbox.message.sign import Signer
+from outbox.message.sign import Signers
 from outbox.models import Priority
 
 log = logging.getLogger(__name__)
@@ -29,7 +32,7 @@ class Composer:
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
         self.templates = template_set(settings.templates)
-        self.signer = Signer.from_settings(settings)
+        self.signers = Signers.from_settings(settings)
         if settings.unsubscribe_url:
             unsubscribe.check_base_url(settings.unsubscribe_url, settings.secret)
         self._warned = False
@@ -37,9 +40,13 @@ class Composer:
     def render(
         self, row: OutboxRow, connect: Callable[[], AbstractContextManager[Conn]]
     ) -> Rendered:
-        """The row's template at the version it was enqueued with."""
+        """The row's template at the version it was enqueued with, or its inline content."""
+        if row.template == INLINE:
+            if row.subject is None or row.body_text is None:
+                raise TemplateError(f"row {row.id} has no template and no stored content")
+            return Rendered(row.subject, row.body_text, row.body_html)
         template = template_versions.resolve(
-            self.templates, row.template, row.template_version, connect
+            self.templates, row.template, row.template_version, connect, row.locale
         )
         settings = self.settings
         if row.priority == Priority.BULK and settings.unsubscribe_url:
@@ -74,13 +81,16 @@ class Composer:
         self, row: OutboxRow, *, to: str, connect: Callable[[], AbstractContextManager[Conn]]
     ) -> bytes:
         rendered = self.render(row, connect)
+        sender = row.sender or self.settings.sender
         envelope = Envelope(
-            sender=row.sender or self.settings.sender,
+            sender=sender,
             to=to,
             subject=rendered.subject,
             message_id=row.message_id,
             date=row.created_at,
-            extra_headers=self.headers(row),
+            extra_headers=self.headers(row) + _own_headers(row),
+            reply_to=tuple(row.reply_to),
+            cc=tuple(row.cc),
         )
         files = (
             attachments.load(
@@ -91,11 +101,38 @@ class Composer:
             if attachments.PARAM in row.params
             else []
         )
+        if row.attachments:
+            files += _stored_files(row, connect)
         data = build_message(envelope, rendered.text, rendered.html, files)
-        return self.signer.sign(data) if self.signer else data
+        if not self.signers:
+            return data
+        # Signed by the From's own domain, so DMARC aligns for every sender= allowed.
+        # A stored From ends with its address, so its last "@" starts the domain.
+        signer = self.signers.for_domain(sender.rpartition("@")[2].rstrip(">").strip())
+        return signer.sign(data) if signer else data
+
+
+def _stored_files(
+    row: OutboxRow, connect: Callable[[], AbstractContextManager[Conn]]
+) -> list[Attachment]:
+    """The files given by content at enqueue, from Postgres, in the order given."""
+    with connect() as conn:
+        found = store.load_attachments(conn, [a["sha256"] for a in row.attachments])
+    missing = [a["filename"] for a in row.attachments if a["sha256"] not in found]
+    if missing:
+        # Stored with the row in one transaction: gone means deleted by hand.
+        raise TemplateError(f"row {row.id}: attached files {missing} are no longer stored")
+    return [
+        Attachment(a["filename"], a["content_type"], found[a["sha256"]]) for a in row.attachments
+    ]
+
+
+def _own_headers(row: OutboxRow) -> tuple[tuple[str, str], ...]:
+    """The caller's headers (checked at enqueue), non-ASCII values RFC 2047 encoded."""
+    return tuple((name, encode_header_value(name, value)) for name, value in row.headers)
 
 
 @cache
 def composer(settings: Settings) -> Composer:
-    """One Composer per settings and process: the DKIM key is parsed once."""
+    """One Composer per settings and process: the DKIM keys are parsed once."""
     return Composer(settings)

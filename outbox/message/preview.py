@@ -15,11 +15,12 @@ from typing import Any
 
 from outbox.config import Settings
 from outbox.db.store import Conn, OutboxRow
-from outbox.errors import InvalidParams, OutboxError
+from outbox.errors import InvalidParams, MissingParams, OutboxError
+from outbox.fields.locales import check_locale, fallbacks
 from outbox.message import attachments
 from outbox.message.compose import composer
 from outbox.message.message_id import message_id
-from outbox.message.render import template_set
+from outbox.message.render import Template, template_set
 from outbox.validate import (
     check_params_for,
     check_params_shape,
@@ -40,19 +41,33 @@ class Checked:
 
 
 def check(settings: Settings) -> list[Checked]:
-    """Compile every template; render each with its example params when it has them."""
+    """Compile every template and each of its language variants; render each with its
+    example params when it has them.
+
+    A variant that uses a param its default files do not is a problem too: a
+    caller who passes what the default needs would get MissingParams for that
+    language only.
+    """
     templates = template_set(settings.templates)
     results = []
     for name in templates.names():
-        try:
-            template = templates.get(name)
-            if template.example:
-                check_params_for(template, dict(template.example))
-                template.render(template.example)
-        except OutboxError as exc:
-            results.append(Checked(name, None, str(exc), rendered_example=False))
-            continue
-        results.append(Checked(name, template.version, None, bool(template.example)))
+        default: Template | None = None
+        for variant in [None, *templates.variants(name)]:
+            label = name if variant is None else f"{name}/{variant}"
+            try:
+                template = templates.get(name, variant)
+                if template.example:
+                    check_params_for(template, dict(template.example))
+                    template.render(template.example)
+                if variant is None:
+                    default = template
+                elif default is not None and template.variables - default.variables:
+                    extra = ", ".join(sorted(template.variables - default.variables))
+                    raise MissingParams(f"uses params the default files do not: {extra}")
+            except OutboxError as exc:
+                results.append(Checked(label, None, str(exc), rendered_example=False))
+                continue
+            results.append(Checked(label, template.version, None, bool(template.example)))
     return results
 
 
@@ -70,9 +85,16 @@ def preview(
     out_dir: Path,
     to: str = "recipient@example.com",
     priority: str | None = None,
+    locale: str | None = None,
 ) -> Preview:
-    """Write ``NAME.eml`` (the whole message) and ``NAME.html`` (its HTML part)."""
-    template = template_set(settings.templates).get(name)
+    """Write ``NAME.eml`` (the whole message) and ``NAME.html`` (its HTML part).
+
+    With ``locale``, the language folder an enqueue with that locale would use.
+    """
+    templates = template_set(settings.templates)
+    tag = check_locale(locale)
+    variant = templates.pick(name, fallbacks(tag)) if tag else None
+    template = templates.get(name, variant)
     if params is not None and not isinstance(params, Mapping):
         raise InvalidParams("--params must be a JSON object")
     chosen = dict(template.example if params is None else params)
@@ -97,6 +119,7 @@ def preview(
         created_at=now,
         age_from=now,
         template_version=template.version,
+        locale=variant,
     )
     mail = composer(settings)
     data = mail.message(row, to=row.recipient, connect=_NoDatabase)

@@ -1,6 +1,7 @@
 """Templates to (subject, text, html), compiled once per template version.
 
-Layout of ``OUTBOX_TEMPLATES``: one folder per template holding
+Layout of ``OUTBOX_TEMPLATES``: a ``_layouts/`` folder of shared files
+(:mod:`outbox.message.layouts`), and one folder per template holding
 ``subject.txt``, ``body.mjml`` or ``body.html`` (autoescaped), and
 ``body.txt`` (required without an HTML body, else derived from it), plus an
 optional ``template.toml`` (default priority, extra required params, example
@@ -26,6 +27,7 @@ import jinja2
 import jinja2.meta
 
 from outbox.errors import TemplateError, UnknownTemplate
+from outbox.message import layouts
 from outbox.message.compile import (
     META,
     SOURCE_FILES,
@@ -36,6 +38,8 @@ from outbox.message.compile import (
 )
 
 _NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,63}")
+# A language folder inside a template's: a BCP 47 tag (de, de-AT, pt-BR, zh-Hant).
+_VARIANT = re.compile(r"[a-z]{2,3}(?:-[A-Za-z0-9]{2,8}){0,3}")
 _LINE_BREAKS = re.compile(r"\s*[\r\n]+\s*")
 _BLANK_LINES = re.compile(r"\n{3,}")
 _META_KEYS = frozenset({"description", "priority", "required", "example"})
@@ -67,6 +71,7 @@ class Template:
     text_derived: bool
     priority: str | None  # template.toml's default priority
     example: Mapping[str, Any]  # template.toml's example params, for previews and checks
+    variant: str | None = None  # the language folder these files came from; None: the default
 
     def render(
         self, params: Mapping[str, Any], provided: Mapping[str, str] | None = None
@@ -107,15 +112,17 @@ class TemplateSet:
             trim_blocks=True, lstrip_blocks=True, **common
         )
         self._html_env = jinja2.Environment(autoescape=True, **common)
-        self._current: dict[str, Template] = {}
+        self._current: dict[tuple[str, str | None], Template] = {}
         self._versions: dict[str, Template] = {}
+        self._picks: dict[str, dict[str, str]] = {}
 
-    def get(self, name: str) -> Template:
-        """The current version of a template, as the directory holds it."""
-        template = self._current.get(name)
+    def get(self, name: str, variant: str | None = None) -> Template:
+        """The current version of a template (or of one of its language variants)."""
+        template = self._current.get((name, variant))
         if template is None:
-            files = self.read(name)
-            html, text, derived = self._compile(name, files)
+            files = self.read(name, variant)
+            label = name if variant is None else f"{name}/{variant}"
+            html, text, derived = self._compile(label, files)
             template = self._build(
                 name=name,
                 version=version_of(files),
@@ -123,13 +130,36 @@ class TemplateSet:
                 compiled_html=html,
                 compiled_text=text,
                 text_derived=derived,
+                variant=variant,
             )
-            self._current[name] = template
+            self._current[(name, variant)] = template
             self._versions[template.version] = template
         return template
 
     def names(self) -> list[str]:
         return sorted(p.name for p in self.directory.iterdir() if (p / SUBJECT).is_file())
+
+    def variants(self, name: str) -> list[str]:
+        """The language folders of a template (``de``, ``de-AT``...), as named on disk."""
+        folder = self.directory / name
+        if not _NAME.fullmatch(name) or not folder.is_dir():
+            return []
+        return sorted(
+            p.name
+            for p in folder.iterdir()
+            if _VARIANT.fullmatch(p.name) and (p / SUBJECT).is_file()
+        )
+
+    def pick(self, name: str, candidates: list[str]) -> str | None:
+        """The first of ``candidates`` (``de-AT``, ``de``) the template has; None: the default."""
+        cached = self._picks.get(name)
+        if cached is None:
+            cached = self._picks[name] = {v.lower(): v for v in self.variants(name)}
+        for candidate in candidates:
+            found = cached.get(candidate.lower())
+            if found is not None:
+                return found
+        return None
 
     def render(self, name: str, params: dict[str, Any]) -> Rendered:
         return self.get(name).render(params)
@@ -161,11 +191,39 @@ class TemplateSet:
             self._versions[version] = template
         return template
 
-    def read(self, name: str) -> dict[str, str]:
+    def read(self, name: str, variant: str | None = None) -> dict[str, str]:
+        """The template's files, and the ``_layouts/`` files they use (part of its version).
+
+        A variant's folder holds its own subject and bodies; its
+        ``template.toml`` is the default's unless it has one.
+        """
         folder = self.directory / name
         if not _NAME.fullmatch(name) or not (folder / SUBJECT).is_file():
             raise UnknownTemplate(f"unknown template {name!r} in {self.directory}")
-        return {f: (folder / f).read_text("utf-8") for f in SOURCE_FILES if (folder / f).is_file()}
+        if variant is not None:
+            if not _VARIANT.fullmatch(variant) or not (folder / variant / SUBJECT).is_file():
+                raise UnknownTemplate(f"template {name!r} has no variant {variant!r}")
+            inherited = (
+                {META: (folder / META).read_text("utf-8")} if (folder / META).is_file() else {}
+            )
+            folder = folder / variant
+        else:
+            inherited = {}
+        files = inherited | {
+            f: (folder / f).read_text("utf-8") for f in SOURCE_FILES if (folder / f).is_file()
+        }
+        try:
+            used = layouts.gather(list(files.values()), self._read_layout)
+        except TemplateError as exc:
+            raise TemplateError(f"template {name!r}: {exc}") from None
+        return files | used
+
+    def _read_layout(self, name: str) -> str:
+        path = self.directory / name  # name is _layouts/<file>, checked by layouts.referenced
+        try:
+            return path.read_text("utf-8")
+        except OSError:
+            raise TemplateError(f"no layout {name!r} in {self.directory}") from None
 
     def _compile(self, name: str, files: Mapping[str, str]) -> tuple[str | None, str, bool]:
         try:
@@ -183,10 +241,13 @@ class TemplateSet:
         compiled_html: str | None,
         compiled_text: str,
         text_derived: bool,
+        variant: str | None = None,
     ) -> Template:
-        meta = _meta(name, files)
+        label_name = name if variant is None else f"{name}/{variant}"  # what errors name
+        meta = _meta(label_name, files)
         # The HTML before the text derived from it: an error names the author's file.
-        sources = [("subject.txt", self._text_env, files[SUBJECT])]
+        subject = layouts.resolve(files[SUBJECT], files, label=SUBJECT)
+        sources = [("subject.txt", self._text_env, subject)]
         if compiled_html is not None:
             sources.append(("HTML part", self._html_env, compiled_html))
         text_env = self._derived_env if text_derived else self._text_env
@@ -200,7 +261,7 @@ class TemplateSet:
                 parsed[label] = env.from_string(source)
             except jinja2.TemplateSyntaxError as exc:
                 raise TemplateError(
-                    f"template {name!r} {label}, line {exc.lineno}: {exc.message}"
+                    f"template {label_name!r} {label}, line {exc.lineno}: {exc.message}"
                 ) from None
             variables |= found
             if label == "subject.txt":
@@ -219,6 +280,7 @@ class TemplateSet:
             text_derived=text_derived,
             priority=meta.get("priority"),
             example=meta.get("example", {}),
+            variant=variant,
         )
 
 

@@ -16,7 +16,9 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import re
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -47,6 +49,8 @@ SIGNED_HEADERS = (
     b"list-unsubscribe",
     b"list-unsubscribe-post",
 )
+_DOMAIN = re.compile(r"[a-z0-9-]+(?:\.[a-z0-9-]+)+")
+_SELECTOR = re.compile(r"[A-Za-z0-9_-]+(?:\.[A-Za-z0-9_-]+)*")
 _RELAXED = CanonicalizationPolicy.from_c_value(b"relaxed/relaxed")
 
 
@@ -57,19 +61,21 @@ class Signer:
     key: rsa.RSAPrivateKey | ed25519.Ed25519PrivateKey
 
     @classmethod
-    def from_pem(cls, selector: str, domain: str, pem: bytes) -> Signer:
+    def from_pem(
+        cls, selector: str, domain: str, pem: bytes, *, setting: str = "OUTBOX_DKIM_PRIVATE_KEY"
+    ) -> Signer:
         try:
             key = serialization.load_pem_private_key(pem, password=None)
         except (ValueError, TypeError) as exc:
             # cryptography's message names the problem, never the key's bytes.
             raise ConfigError(
-                f"OUTBOX_DKIM_PRIVATE_KEY is not an unencrypted PEM key ({type(exc).__name__})"
+                f"{setting} is not an unencrypted PEM key ({type(exc).__name__})"
             ) from None
         if not isinstance(key, rsa.RSAPrivateKey | ed25519.Ed25519PrivateKey):
-            raise ConfigError("OUTBOX_DKIM_PRIVATE_KEY must be an RSA or Ed25519 key")
+            raise ConfigError(f"{setting} must be an RSA or Ed25519 key")
         if isinstance(key, rsa.RSAPrivateKey) and key.key_size < 1024:
-            raise ConfigError("OUTBOX_DKIM_PRIVATE_KEY: RSA keys under 1024 bits do not verify")
-        return cls(selector, domain, key)
+            raise ConfigError(f"{setting}: RSA keys under 1024 bits do not verify")
+        return cls(selector, domain.lower(), key)
 
     @classmethod
     def from_settings(cls, settings: Settings) -> Signer | None:
@@ -125,6 +131,75 @@ class Signer:
         if isinstance(self.key, ed25519.Ed25519PrivateKey):
             return self.key.sign(digest)  # RFC 8463: Ed25519 over the SHA-256 hash
         return self.key.sign(digest, padding.PKCS1v15(), utils.Prehashed(hashes.SHA256()))
+
+
+class Signers:
+    """The DKIM key of each sending domain, so a message is signed by its From's domain.
+
+    DMARC passes when the signing domain aligns with the From domain: equal,
+    or (relaxed alignment) one is a subdomain of the other's organisational
+    domain. A From domain without a key of its own takes the nearest parent
+    domain's key, else the key of ``OUTBOX_DKIM_DOMAIN``.
+    """
+
+    def __init__(self, by_domain: Mapping[str, Signer], default: Signer | None) -> None:
+        self.by_domain = dict(by_domain)
+        self.default = default
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> Signers:
+        default = Signer.from_settings(settings)
+        by_domain = {default.domain: default} if default else {}
+        for domain, (selector, path) in parse_dkim_keys(settings.dkim_keys).items():
+            setting = f"OUTBOX_DKIM_KEYS ({domain})"
+            try:
+                pem = Path(path).read_bytes()
+            except OSError as exc:
+                raise ConfigError(
+                    f"{setting} names a file that cannot be read ({exc.strerror})"
+                ) from None
+            by_domain[domain] = Signer.from_pem(selector, domain, pem, setting=setting)
+        return cls(by_domain, default)
+
+    def __bool__(self) -> bool:
+        return bool(self.by_domain)
+
+    def for_domain(self, domain: str) -> Signer | None:
+        """The key for mail From ``domain``: its own, its nearest parent's, else the default."""
+        labels = domain.lower().rstrip(".").split(".")
+        for start in range(len(labels) - 1):
+            found = self.by_domain.get(".".join(labels[start:]))
+            if found is not None:
+                return found
+        return self.default
+
+
+def parse_dkim_keys(text: str) -> dict[str, tuple[str, str]]:
+    """``OUTBOX_DKIM_KEYS``: ``domain=selector:/path/to/key.pem`` entries, comma-separated.
+
+    Keys are named by file only: a PEM has line breaks and would not survive a
+    list in one variable, and a path in ``outbox config`` shows no secret.
+    """
+    found: dict[str, tuple[str, str]] = {}
+    for entry in text.split(","):
+        if not entry.strip():
+            continue
+        domain, eq, rest = entry.partition("=")
+        selector, colon, path = rest.partition(":")
+        domain, selector, path = domain.strip().lower(), selector.strip(), path.strip()
+        if not (eq and colon and domain and selector and path):
+            raise ConfigError(
+                "OUTBOX_DKIM_KEYS entries are domain=selector:/path/to/key.pem, "
+                f"not {entry.strip()[:40]!r}"
+            )
+        if not _DOMAIN.fullmatch(domain) or not _SELECTOR.fullmatch(selector):
+            raise ConfigError(
+                f"OUTBOX_DKIM_KEYS: {domain!r} or its selector {selector!r} is not an ASCII name"
+            )
+        if domain in found:
+            raise ConfigError(f"OUTBOX_DKIM_KEYS names {domain!r} twice")
+        found[domain] = (selector, path)
+    return found
 
 
 def relaxed_body(body: bytes) -> bytes:

@@ -73,6 +73,7 @@ def resolve(
     name: str,
     version: str | None,
     connect: Callable[[], AbstractContextManager[Conn]],
+    variant: str | None = None,
 ) -> Template:
     """The template a row was enqueued with; ``connect`` is used only for an older version."""
     if version is None:  # enqueued before versions were recorded
@@ -81,7 +82,7 @@ def resolve(
     if known is not None:
         return known
     try:
-        current = templates.get(name)
+        current = templates.get(name, variant)
     except (UnknownTemplate, TemplateError):
         current = None  # gone or broken now; the stored version still renders
     if current is not None and current.version == version:

@@ -8,7 +8,7 @@ processes install an exporting SDK through ``outbox.telemetry.setup``.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -17,7 +17,7 @@ from opentelemetry.context import Context
 from opentelemetry.trace import Span, StatusCode
 from opentelemetry.trace import Status as TraceStatus
 
-from outbox.redact import recipient_tag
+from outbox.redact import addresses, recipient_tag
 
 tracer = trace.get_tracer("outbox")
 # Spans record a failure by its type only: an exception's message can quote a
@@ -87,4 +87,17 @@ def email_attributes(
     }
     if outbox_id is not None:
         attributes["outbox.id"] = outbox_id
+    return attributes
+
+
+def label_attributes(
+    tags: Sequence[str], metadata: Mapping[str, Any], *, tag_secret: str
+) -> dict[str, str | tuple[str, ...]]:
+    """An email's tags and metadata as span attributes; an address in a value only as a tag."""
+    attributes: dict[str, str | tuple[str, ...]] = {}
+    if tags:
+        attributes["outbox.tags"] = tuple(tags)
+    for key, value in metadata.items():
+        text = value if isinstance(value, str) else str(value).lower()
+        attributes[f"outbox.metadata.{key}"] = addresses(text, secret=tag_secret)
     return attributes

@@ -69,6 +69,14 @@ def payload(message: OutgoingMessage, *, message_stream: str) -> dict[str, Any]:
         body["HtmlBody"] = parts.html
     if parts.reply_to:
         body["ReplyTo"] = parts.reply_to
+    if message.cc:
+        body["Cc"] = ", ".join(message.cc)
+    if message.bcc:
+        body["Bcc"] = ", ".join(message.bcc)
+    if message.tags:
+        body["Tag"] = message.tags[0]  # Postmark takes one tag; the first is the main one
+    if message.metadata:
+        body["Metadata"] = dict(message.metadata)
     if parts.files:
         body["Attachments"] = [
             {

@@ -37,9 +37,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from outbox.fields.senders import format_mailbox
 from outbox.models import HttpReply, Reply, Stage
 from outbox.transports import http
-from outbox.transports.base import OutgoingMessage
+from outbox.transports.base import OutgoingMessage, provider_tags
 from outbox.transports.parts import split
 
 API_URL = "https://api.resend.com"
@@ -73,7 +74,9 @@ def payload(message: OutgoingMessage) -> dict[str, Any]:
     """The ``/emails`` request for one built message."""
     parts = split(message.data, message.message_id)
     # `from` is documented as "Name <address>": the name goes decoded, not RFC 2047.
-    sender = f"{parts.sender_name} <{parts.sender_address}>" if parts.sender_name else parts.sender
+    # A name with a comma or quote goes quoted, or Resend would read two addresses.
+    address = parts.sender_address
+    sender = format_mailbox(parts.sender_name, address) if parts.sender_name else parts.sender
     body: dict[str, Any] = {
         "from": sender,
         "to": [message.recipient],
@@ -86,6 +89,13 @@ def payload(message: OutgoingMessage) -> dict[str, Any]:
         body["html"] = parts.html
     if parts.reply_to:
         body["reply_to"] = parts.reply_to
+    if message.cc:
+        body["cc"] = list(message.cc)
+    if message.bcc:
+        body["bcc"] = list(message.bcc)
+    tags = provider_tags(message)
+    if tags:
+        body["tags"] = [{"name": name, "value": value} for name, value in tags]
     if parts.files:
         body["attachments"] = [
             {

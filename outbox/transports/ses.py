@@ -45,7 +45,7 @@ from botocore.parsers import ResponseParserError
 from outbox.errors import ConfigError
 from outbox.models import HttpReply, Reply, Stage
 from outbox.transports import http
-from outbox.transports.base import OutgoingMessage
+from outbox.transports.base import OutgoingMessage, provider_tags
 from outbox.transports.parts import ORIGINAL_MESSAGE_ID
 
 if TYPE_CHECKING:
@@ -83,11 +83,18 @@ def request(message: OutgoingMessage, *, configuration_set: str = "") -> SendEma
     data = f"{ORIGINAL_MESSAGE_ID}: {message.message_id}\r\n".encode("ascii") + message.data
     params: SendEmailRequestTypeDef = {
         "Content": {"Raw": {"Data": data}},
-        "Destination": {"ToAddresses": [message.recipient]},
+        "Destination": {
+            "ToAddresses": [message.recipient],
+            **({"CcAddresses": list(message.cc)} if message.cc else {}),
+            **({"BccAddresses": list(message.bcc)} if message.bcc else {}),
+        },
         "FeedbackForwardingEmailAddress": message.envelope_from,
     }
     if configuration_set:
         params["ConfigurationSetName"] = configuration_set
+    tags = provider_tags(message)
+    if tags:
+        params["EmailTags"] = [{"Name": name, "Value": value} for name, value in tags]
     return params
 
 

@@ -21,7 +21,7 @@ from urllib.parse import unquote, urlsplit
 
 from outbox.config import Settings
 from outbox.errors import ConfigError
-from outbox.models import Reply, Stage
+from outbox.models import RecipientReply, Reply, Stage
 from outbox.transports.base import OutgoingMessage
 
 log = logging.getLogger(__name__)
@@ -247,36 +247,40 @@ class SmtpTransport:
             return Reply(Stage.MAIL, 553, "5.6.7 the relay does not offer SMTPUTF8")
         encoding = "utf-8" if message.smtputf8 else "ascii"
         options = " SMTPUTF8 BODY=8BITMIME" if message.smtputf8 else ""
+        copies = [(a, "cc") for a in message.cc] + [(a, "bcc") for a in message.bcc]
         commands = [
             (Stage.MAIL, f"MAIL FROM:<{message.envelope_from}>{options}\r\n".encode(encoding)),
             (Stage.RCPT, f"RCPT TO:<{message.recipient}>\r\n".encode(encoding)),
+            *((Stage.RCPT, f"RCPT TO:<{a}>\r\n".encode(encoding)) for a, _ in copies),
             (Stage.DATA, b"DATA\r\n"),
         ]
+        # The message stands or falls with its `to`: a cc or bcc refused is left out.
+        required = [True, True, *(False for _ in copies), True]
         if smtp.has_extn("pipelining"):
             _with_stage(Stage.MAIL, smtp.send, b"".join(command for _, command in commands))
             replies = [(stage, *_with_stage(stage, smtp.getreply)) for stage, _ in commands]
         else:
             replies = []
-            for stage, command in commands:
+            for (stage, command), needed in zip(commands, required, strict=True):
                 _with_stage(stage, smtp.send, command)
                 replies.append((stage, *_with_stage(stage, smtp.getreply)))
-                if replies[-1][1] not in (250, 251, 354):
+                if needed and replies[-1][1] not in (250, 251, 354):
                     break
-        for (stage, code, text), expected in zip(
-            replies, ((250,), (250, 251), (354,)), strict=False
-        ):
-            if code not in expected:
+        expected = [(250,), (250, 251), *((250, 251) for _ in copies), (354,)]
+        for (stage, code, text), accepts, needed in zip(replies, expected, required, strict=False):
+            if needed and code not in accepts:
                 if replies[-1][1] == 354:
                     # DATA was accepted although an earlier command failed
                     # (RFC 2920 section 3.1): end it empty, send nothing.
                     _with_stage(Stage.DATA, smtp.send, b".\r\n")
                     _with_stage(Stage.DATA, smtp.getreply)
-                return Reply(stage, code, _text(text))
+                return Reply(stage, code, _text(text), recipients=_each(message, copies, replies))
+        each = _each(message, copies, replies)
         if message.before_commit is not None:
             message.before_commit()
         _with_stage(Stage.BODY, smtp.send, _dot_stuffed(message.data))
         code, text = _with_stage(Stage.FINAL_REPLY, smtp.getreply)
-        return Reply(Stage.FINAL_REPLY, code, _text(text))
+        return Reply(Stage.FINAL_REPLY, code, _text(text), recipients=each)
 
     def _reset(self) -> None:
         smtp = getattr(self._local, "smtp", None)
@@ -361,6 +365,20 @@ def _with_stage(stage: Stage, call, *args, **kwargs):  # type: ignore[no-untyped
         if not hasattr(exc, "stage"):
             exc.stage = stage  # type: ignore[attr-defined]
         raise
+
+
+def _each(
+    message: OutgoingMessage, copies: list[tuple[str, str]], replies: list[tuple[Stage, int, bytes]]
+) -> tuple[RecipientReply, ...]:
+    """Each recipient's RCPT reply, when the message has more than one."""
+    if not copies:
+        return ()
+    rcpts = [r for r in replies[1:] if r[0] is Stage.RCPT]
+    addressed = [(message.recipient, "to"), *copies]
+    return tuple(
+        RecipientReply(address, kind, code, _text(text))
+        for (address, kind), (_, code, text) in zip(addressed, rcpts, strict=False)
+    )
 
 
 def _dot_stuffed(data: bytes) -> bytes:

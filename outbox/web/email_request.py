@@ -13,7 +13,10 @@ the body, or ``header`` for a header).
 
 from __future__ import annotations
 
+import binascii
+import datetime as dt
 import inspect
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,6 +28,7 @@ from outbox.errors import (
     InvalidMessage,
     InvalidParams,
     MissingParams,
+    SenderNotAllowed,
     UnknownTemplate,
 )
 
@@ -34,6 +38,7 @@ PROBLEM = "application/problem+json"
 # Problem types, relative to the API (documented in docs/http-api.md).
 INVALID = "/v1/problems/invalid-email"
 CONFLICT = "/v1/problems/idempotency-conflict"
+TOO_LATE = "/v1/problems/too-late-to-cancel"
 
 # enqueue's keyword arguments but the connection's, the key (a header) and settings.
 FIELDS: tuple[str, ...] = tuple(
@@ -41,9 +46,23 @@ FIELDS: tuple[str, ...] = tuple(
     for name, p in inspect.signature(intake.enqueue).parameters.items()
     if p.kind is inspect.Parameter.KEYWORD_ONLY and name not in {"idempotency_key", "settings"}
 )
-_REQUIRED = ("to", "template")
-_STRINGS = ("to", "template")
+_REQUIRED = ("to",)  # template: absent or null for an email of its own subject, text, html
+_STRINGS = ("to",)
+_OPTIONAL_STRINGS = ("template", "sender", "subject", "text", "html", "locale")
 _PRIORITIES = ("high", "bulk")
+_ATTACHMENT_KEYS = frozenset({"filename", "content", "content_type"})
+# Messages of intake's checks that do not start with their field's name.
+_MESSAGE_FIELDS = (
+    ("header ", "headers"),
+    ("a header name", "headers"),
+    ("each tag", "tags"),
+    ("attachment #", "attachments"),
+    ("an email without a template needs a subject", "subject"),
+    ("an email without a template needs text", "text"),
+    ("content is ", "text"),
+    ("subject, text and html are for an email without a template", "template"),
+    ("the email has ", "cc"),  # to, cc and bcc over the limit together
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,11 +96,82 @@ def email_fields(body: object, pointer: str = "", *, with_key: bool = False) -> 
         for name in strings
         if name in body and not isinstance(body[name], str)
     ]
+    errors += [
+        BadField(f"{pointer}/{name}", "must be a string or null")
+        for name in _OPTIONAL_STRINGS
+        if body.get(name) is not None and not isinstance(body[name], str)
+    ]
     if body.get("params") is not None and not isinstance(body["params"], dict):
         errors.append(BadField(f"{pointer}/params", "must be a JSON object"))
     if body.get("priority") is not None and body["priority"] not in _PRIORITIES:
         errors.append(BadField(f"{pointer}/priority", "must be high or bulk"))
+    if body.get("send_at") is not None and _instant(body["send_at"]) is None:
+        errors.append(
+            BadField(f"{pointer}/send_at", "must be an RFC 3339 date-time with a time zone")
+        )
+    errors += _attachment_fields(body.get("attachments"), f"{pointer}/attachments")
     return sorted(errors, key=lambda e: e.where)
+
+
+def enqueue_arguments(body: dict[str, Any]) -> dict[str, Any]:
+    """An email object checked by :func:`email_fields` as enqueue's keyword arguments.
+
+    JSON has no date-time nor bytes: ``send_at`` is RFC 3339 text and an
+    attachment's ``content`` is base64; everything else is passed as given,
+    for intake to check.
+    """
+    arguments = {**body, "template": body.get("template")}
+    if body.get("send_at") is not None:
+        arguments["send_at"] = _instant(body["send_at"])
+    if body.get("attachments") is not None:
+        arguments["attachments"] = [
+            {**item, "content": _base64(item["content"])} for item in body["attachments"]
+        ]
+    return arguments
+
+
+_RFC3339 = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?(Z|[+-]\d\d:\d\d)", re.I)
+
+
+def _instant(value: object) -> dt.datetime | None:
+    if not isinstance(value, str) or not _RFC3339.fullmatch(value):
+        return None
+    try:
+        return dt.datetime.fromisoformat(value)
+    except ValueError:
+        return None
+
+
+def _base64(text: str) -> bytes | None:
+    """The bytes of strict base64 text, or None (a non-ASCII character is no base64 either)."""
+    try:
+        return binascii.a2b_base64(text.encode("ascii"), strict_mode=True)
+    except (UnicodeEncodeError, binascii.Error):
+        return None
+
+
+def _attachment_fields(items: object, pointer: str) -> list[BadField]:
+    if items is None:
+        return []
+    if not isinstance(items, list):
+        return [BadField(pointer, 'must be an array of {"filename", "content" (base64)}')]
+    errors = []
+    for index, item in enumerate(items):
+        where = f"{pointer}/{index}"
+        if not isinstance(item, dict):
+            errors.append(BadField(where, "must be a JSON object"))
+            continue
+        errors += [
+            BadField(f"{where}/{name}", "is not a field of an attachment")
+            for name in sorted(set(item) - _ATTACHMENT_KEYS)
+        ]
+        content = item.get("content")
+        if not isinstance(content, str):
+            errors.append(BadField(f"{where}/content", "must be the file's bytes in base64"))
+            continue
+        if _base64(content) is None:
+            errors.append(BadField(f"{where}/content", "is not valid base64"))
+    return errors
 
 
 def batch_fields(body: object) -> list[BadField]:
@@ -96,6 +186,15 @@ def batch_fields(body: object) -> list[BadField]:
     return errors
 
 
+def cancel_fields(body: object) -> list[BadField]:
+    """The optional body of a cancellation: ``{"reason": "..."}``."""
+    if not isinstance(body, dict) or set(body) - {"reason"}:
+        return [BadField("/", 'must be a JSON object with at most one member, "reason"')]
+    if body.get("reason") is not None and not isinstance(body["reason"], str):
+        return [BadField("/reason", "must be a string")]
+    return []
+
+
 def key_errors(key: str | None) -> list[BadField]:
     if key is None or not key.strip():
         return [BadField(KEY_HEADER, "is required: one key per business event", header=True)]
@@ -107,19 +206,26 @@ def field_of(exc: InvalidMessage) -> str:
     text = str(exc)
     if isinstance(exc, InvalidKey):
         return "idempotency_key"
+    if isinstance(exc, SenderNotAllowed):
+        return "sender"
+    for start, name in _MESSAGE_FIELDS:
+        if text.startswith(start):
+            return name
+    if isinstance(exc, UnknownTemplate):
+        return "template"
+    if isinstance(exc, MissingParams):
+        return "params"
+    if isinstance(exc, InvalidParams) and text.startswith("priority"):
+        return "priority"
+    for name in FIELDS:  # intake's checks of a field name it first in their message
+        if name not in {"to", "params", "priority"} and re.match(rf"{name}\b", text):
+            return name
     if isinstance(exc, InvalidAddress) or (
         isinstance(exc, HeaderInjection) and "recipient" in text
     ):
         return "to"
-    if isinstance(exc, UnknownTemplate):
-        return "template"
-    if isinstance(exc, InvalidParams) and text.startswith("priority"):
-        return "priority"
-    if isinstance(exc, MissingParams | InvalidParams | HeaderInjection):
+    if isinstance(exc, InvalidParams | HeaderInjection):
         return "params"
-    for name in FIELDS:  # a field added to intake names itself first in its message
-        if text.startswith(name):
-            return name
     return ""
 
 

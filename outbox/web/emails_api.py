@@ -7,6 +7,8 @@ the key was used for other content, 422 with every bad field otherwise. Nothing
 is written on any error. ``POST /v1/emails/batch`` is
 :func:`outbox.enqueue_many`, all or nothing. ``GET /v1/emails/{id}`` and
 ``GET /v1/emails?idempotency_key=…`` show the status, attempts and events.
+``DELETE /v1/emails/{id}`` (send scope) is :func:`outbox.cancel`: 200 when the
+email is cancelled (now or before), 409 when a worker has taken it already.
 
 Every route but ``/v1/openapi.json`` takes ``Authorization: Bearer <key>`` (see
 :mod:`outbox.web.api_keys`): no key, a wrong or revoked one: 401; a key
@@ -26,13 +28,20 @@ from urllib.parse import parse_qs
 
 import orjson
 
-from outbox import intake, redact
+from outbox import cancelling, intake, redact
 from outbox.config import Settings
 from outbox.db import store
 from outbox.errors import IdempotencyConflict, InvalidKey, InvalidMessage, StoreError
 from outbox.validate import check_key
 from outbox.web import api_keys, email_request
-from outbox.web.email_request import CONFLICT, INVALID, KEY_HEADER, PROBLEM, problem
+from outbox.web.email_request import (
+    CONFLICT,
+    INVALID,
+    KEY_HEADER,
+    PROBLEM,
+    TOO_LATE,
+    problem,
+)
 from outbox.web.openapi import document
 from outbox.web.rate_limit import RateLimiter, retry_after
 
@@ -132,8 +141,10 @@ class EmailsApi:
                 return "send", lambda *_: _not_allowed("POST")
             return "send", self._send_batch
         if path.startswith("/v1/emails/"):
+            if method == "DELETE":
+                return "send", self._cancel
             if method != "GET":
-                return "read", lambda *_: _not_allowed("GET")
+                return "read", lambda *_: _not_allowed("GET, DELETE")
             return "read", self._show
         return None
 
@@ -173,7 +184,7 @@ class EmailsApi:
                     conn,
                     idempotency_key=idempotency_key or "",
                     settings=self.settings,
-                    **parsed,
+                    **email_request.enqueue_arguments(parsed),
                 )
         except IdempotencyConflict as exc:
             return _problem(HTTPStatus.CONFLICT, str(exc), type_=CONFLICT)
@@ -192,7 +203,8 @@ class EmailsApi:
             return _invalid(errors)
         try:
             with self.pool.connection() as conn:
-                results = intake.enqueue_many(conn, parsed["emails"], settings=self.settings)
+                emails = [email_request.enqueue_arguments(e) for e in parsed["emails"]]
+                results = intake.enqueue_many(conn, emails, settings=self.settings)
         except IdempotencyConflict as exc:
             return _problem(HTTPStatus.CONFLICT, str(exc), type_=CONFLICT)
         except InvalidMessage as exc:
@@ -208,6 +220,47 @@ class EmailsApi:
         if not ref.isdigit() or len(ref) > 18:
             return _problem(HTTPStatus.NOT_FOUND, "no email with that id")
         return self._email(key, id_=int(ref))
+
+    def _cancel(
+        self, key: Key, path: str, query: str, headers: Mapping[str, str], body: bytes
+    ) -> ApiResponse:
+        ref = path.removeprefix("/v1/emails/")
+        if not ref.isdigit() or len(ref) > 18:
+            return _problem(HTTPStatus.NOT_FOUND, "no email with that id")
+        reason = "cancelled through the HTTP API"
+        if body.strip():
+            parsed, bad = _parsed(body)
+            if bad is not None:
+                return bad
+            errors = email_request.cancel_fields(parsed)
+            if errors:
+                return _invalid(errors)
+            reason = parsed.get("reason") or reason
+        try:
+            with self.pool.connection() as conn:  # commits on leaving, rolls back on an error
+                row = store.api_email(conn, id_=int(ref), key=None)
+                if row is None:
+                    return _problem(HTTPStatus.NOT_FOUND, "no email with that id")
+                done = cancelling.cancel(
+                    conn, row["idempotency_key"], reason=reason, by=f"api key {key.name}"
+                )
+        except InvalidMessage as exc:
+            return _invalid([email_request.BadField("/reason", str(exc))])
+        if done.status != "cancelled":
+            return _problem(
+                HTTPStatus.CONFLICT,
+                f"the email is {done.status} already: too late to cancel it",
+                type_=TOO_LATE,
+            )
+        return _json(
+            200,
+            {
+                "id": row["id"],
+                "idempotency_key": row["idempotency_key"],
+                "status": "cancelled",
+                "cancelled": done.cancelled,  # False: it was cancelled before
+            },
+        )
 
     def _find(
         self, key: Key, path: str, query: str, headers: Mapping[str, str], body: bytes

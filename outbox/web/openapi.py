@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from outbox.web.email_request import CONFLICT, FIELDS, INVALID, MAX_BATCH, PROBLEM
+from outbox.web.email_request import CONFLICT, FIELDS, INVALID, MAX_BATCH, PROBLEM, TOO_LATE
 
 _REF = "#/components/schemas/"
 
@@ -41,13 +41,58 @@ _WRITE = {
     "422": _problem(f"invalid: every bad field is named ({INVALID}); nothing was written"),
 }
 
+_TEXT = {"type": ["string", "null"]}
+_ADDRESSES = {
+    "oneOf": [{"type": "string"}, {"type": "array", "items": {"type": "string"}}, {"type": "null"}]
+}
 _EMAIL_FIELDS: dict[str, Any] = {
     "to": {"type": "string", "description": "the recipient's address"},
-    "template": {"type": "string", "description": "a template of OUTBOX_TEMPLATES"},
+    "template": {
+        **_TEXT,
+        "description": "a template of OUTBOX_TEMPLATES; absent or null: the email's own "
+        "subject, text and/or html",
+    },
     "params": {"type": ["object", "null"], "description": "the template's variables"},
     "priority": {
         "enum": ["high", "bulk", None],
         "description": "high: login codes, resets; default: the template's, else bulk",
+    },
+    "sender": {**_TEXT, "description": "the From, at one of OUTBOX_SENDER_DOMAINS"},
+    "reply_to": {**_ADDRESSES, "description": "one address or up to 10"},
+    "subject": {**_TEXT, "description": "without a template: the subject"},
+    "text": {**_TEXT, "description": "without a template: the plain text body"},
+    "html": {**_TEXT, "description": "without a template: the HTML body (text derived)"},
+    "headers": {
+        "type": ["object", "null"],
+        "additionalProperties": {"type": "string"},
+        "description": "X-* and a few standard headers (List-Id, References, In-Reply-To…)",
+    },
+    "tags": {"type": ["array", "null"], "items": {"type": "string"}},
+    "metadata": {
+        "type": ["object", "null"],
+        "additionalProperties": {"type": ["string", "number", "boolean"]},
+    },
+    "cc": {**_ADDRESSES, "description": "more recipients, 10 in all with to and bcc"},
+    "bcc": {**_ADDRESSES, "description": "more recipients, in no header"},
+    "send_at": {
+        "type": ["string", "null"],
+        "format": "date-time",
+        "description": "RFC 3339 with a time zone: the email waits until then",
+    },
+    "locale": {**_TEXT, "description": "de-AT: the template's de-AT/, else de/, else default"},
+    "attachments": {
+        "type": ["array", "null"],
+        "items": {
+            "type": "object",
+            "required": ["filename", "content"],
+            "properties": {
+                "filename": {"type": "string"},
+                "content": {"type": "string", "contentEncoding": "base64"},
+                "content_type": {"type": "string"},
+            },
+            "additionalProperties": False,
+        },
+        "description": "files by content, stored once per distinct file",
     },
 }
 
@@ -160,7 +205,38 @@ def document() -> dict[str, Any]:
                         "404": _problem("no email with that id"),
                         **_COMMON,
                     },
-                }
+                },
+                "delete": {
+                    "operationId": "cancelEmail",
+                    "summary": "Cancel an email no worker has taken yet (send scope)",
+                    "parameters": [
+                        {
+                            "name": "id",
+                            "in": "path",
+                            "required": True,
+                            "schema": {"type": "integer"},
+                        }
+                    ],
+                    "requestBody": {
+                        "required": False,
+                        "content": {
+                            "application/json": {
+                                "schema": {
+                                    "type": "object",
+                                    "properties": {"reason": {"type": "string"}},
+                                    "additionalProperties": False,
+                                }
+                            }
+                        },
+                    },
+                    "responses": {
+                        "200": _ok("cancelled, now or before", "Cancelled"),
+                        "404": _problem("no email with that id"),
+                        "409": _problem(f"a worker has taken it already ({TOO_LATE})"),
+                        "422": _problem("the body is not {reason}"),
+                        **_COMMON,
+                    },
+                },
             },
         },
         "components": {
@@ -174,13 +250,13 @@ def document() -> dict[str, Any]:
             "schemas": {
                 "EmailRequest": {
                     "type": "object",
-                    "required": ["to", "template"],
+                    "required": ["to"],
                     "properties": fields,
                     "additionalProperties": False,
                 },
                 "BatchEmail": {
                     "type": "object",
-                    "required": ["idempotency_key", "to", "template"],
+                    "required": ["idempotency_key", "to"],
                     "properties": {
                         "idempotency_key": {"type": "string", "minLength": 1, "maxLength": 255},
                         **fields,
@@ -201,6 +277,19 @@ def document() -> dict[str, Any]:
                     "additionalProperties": False,
                 },
                 "Accepted": accepted,
+                "Cancelled": {
+                    "type": "object",
+                    "required": ["id", "idempotency_key", "status", "cancelled"],
+                    "properties": {
+                        "id": {"type": "integer"},
+                        "idempotency_key": {"type": "string"},
+                        "status": {"const": "cancelled"},
+                        "cancelled": {
+                            "type": "boolean",
+                            "description": "false: it was cancelled before",
+                        },
+                    },
+                },
                 "BatchAccepted": {
                     "type": "object",
                     "required": ["emails"],

@@ -438,3 +438,115 @@ def test_async_many_transactions_racing_for_one_key_get_one_email(
     assert sum(r.created for r in results) == 1
     assert len({(r.id, r.message_id) for r in results}) == 1
     assert count(settings) == 1
+
+
+SEND_AT = dt.datetime(2099, 1, 1, 9, 0, tzinfo=dt.UTC)
+FIELDS_ROW = (
+    "SELECT to_jsonb(o) - 'id' - 'created_at' - 'next_attempt_at' - 'status_reason'"
+    " - 'locked_by', next_attempt_at = send_at FROM email_outbox o ORDER BY idempotency_key"
+)
+FILES_AND_EVENTS = (
+    "SELECT o.idempotency_key, b.sha256, b.content FROM email_attachment_use u"
+    " JOIN email_outbox o ON o.id = u.outbox_id JOIN email_attachment_blob b USING (sha256)"
+    " ORDER BY 1, 2",
+    "SELECT o.idempotency_key, e.to_status, e.reason, e.actor FROM email_event e"
+    " JOIN email_outbox o ON o.id = e.outbox_id"
+    " WHERE e.reason LIKE '%dropped%' OR e.to_status = 'cancelled' ORDER BY 1, e.id",
+)
+
+
+def per_message_emails() -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    invoice = {"filename": "invoice.txt", "content": b"total: 7"}
+    single = {
+        "idempotency_key": "single",
+        "to": "alice@example.com",
+        "template": None,
+        "subject": "Your invoice",
+        "html": "<p>Total: <b>7</b></p>",
+        "sender": "Billing <billing@outbox.localhost>",
+        "reply_to": ["help@example.net"],
+        "cc": ["erin@example.com", "gone@example.com"],  # gone: suppressed, dropped
+        "bcc": "audit@example.com",
+        "headers": {"X-Campaign": "spring"},
+        "tags": ["invoice"],
+        "metadata": {"order": 7, "paid": True},
+        "send_at": SEND_AT,
+        "attachments": [invoice],
+    }
+    batch = [
+        {**news(1)[0], "idempotency_key": "nl-a", "cc": "gone@example.com", "tags": ["nl"]},
+        {**news(1, 1)[0], "idempotency_key": "nl-b", "send_at": SEND_AT, "attachments": [invoice]},
+        {**news(1, 2)[0], "idempotency_key": "nl-c", "reply_to": "help@example.net",
+         "locale": "de", "headers": {"List-Id": "<news.example.com>"}},
+    ]  # fmt: skip
+    return single, batch
+
+
+def _fresh(settings: Settings) -> None:
+    execute(
+        settings,
+        "TRUNCATE email_outbox, email_event, email_attachment_use, email_attachment_blob,"
+        " email_suppression RESTART IDENTITY",
+    )
+    execute(settings, "INSERT INTO email_suppression (address, scope, reason) VALUES"
+                      " ('gone@example.com', 'all', 'hard_bounce')")  # fmt: skip
+
+
+def _written(settings: Settings) -> tuple[list[Any], ...]:
+    return (query(settings, FIELDS_ROW), *(query(settings, q) for q in FILES_AND_EVENTS))
+
+
+def _fields_by(open_: Any, settings: Settings) -> tuple[list[Any], ...]:
+    _fresh(settings)
+    single, batch = per_message_emails()
+    with open_(settings.database_url) as h:
+        outbox.enqueue(h.conn, **single, settings=settings)
+        outbox.enqueue_many(h.conn, batch, settings=settings)
+        h.commit()
+        done = outbox.cancel(h.conn, "nl-c", reason="withdrawn", by="shop")
+        h.commit()
+    assert done.cancelled
+    return _written(settings)
+
+
+async def _fields_by_async(open_: Any, settings: Settings) -> tuple[list[Any], ...]:
+    _fresh(settings)
+    single, batch = per_message_emails()
+    async with open_(settings.database_url) as h:
+        await outbox.enqueue_async(h.conn, **single, settings=settings)
+        await outbox.enqueue_many_async(h.conn, batch, settings=settings)
+        await h.commit()
+        done = await outbox.cancel_async(h.conn, "nl-c", reason="withdrawn", by="shop")
+        await h.commit()
+    assert done.cancelled
+    return _written(settings)
+
+
+def test_every_driver_writes_every_per_message_field_alike(settings: Settings) -> None:
+    written = {name: _fields_by(open_, settings) for name, open_ in SYNC.items()}
+    for name, open_ in ASYNC.items():
+        written[name] = asyncio.run(_fields_by_async(open_, settings))
+    rows, files, events = written["psycopg"]
+    by_key = {r[0]["idempotency_key"]: r for r in rows}
+    single = by_key["single"][0]
+    assert (single["template"], single["subject"], single["body_html"]) == (
+        "(inline)", "Your invoice", "<p>Total: <b>7</b></p>"
+    )  # fmt: skip
+    assert single["sender"] == "Billing <billing@outbox.localhost>"
+    assert (single["reply_to"], single["cc"], single["bcc"]) == (
+        ["help@example.net"], ["erin@example.com"], ["audit@example.com"]
+    )  # fmt: skip
+    assert (single["headers"], single["tags"], single["metadata"]) == (
+        [["X-Campaign", "spring"]], ["invoice"], {"order": 7, "paid": True}
+    )  # fmt: skip
+    assert by_key["single"][1] is True  # scheduled: due at send_at
+    assert by_key["nl-b"][1] is True  # by COPY too, which cannot compute next_attempt_at
+    assert by_key["nl-a"][1] is None  # no send_at
+    assert by_key["nl-a"][0]["cc"] is None  # its one cc was suppressed
+    assert by_key["nl-c"][0]["status"] == "cancelled"
+    assert [(k, bytes(c)) for k, _, c in files] == [("nl-b", b"total: 7"), ("single", b"total: 7")]
+    assert [(k, s, a) for k, s, _, a in events] == [
+        ("nl-a", "pending", None), ("nl-c", "cancelled", "shop"), ("single", "pending", None)
+    ]  # fmt: skip
+    for name, got in written.items():
+        assert got == written["psycopg"], name

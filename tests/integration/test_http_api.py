@@ -78,6 +78,7 @@ def api(settings: Settings) -> Iterator[Api]:
 
 
 LOGIN_EMAIL = {"to": "alice@example.com", "template": "login_code", "params": LOGIN}
+FREE_FORM = {"to": "alice@example.com", "subject": "Your order", "text": "Shipped."}
 
 
 def count(settings: Settings) -> int:
@@ -126,7 +127,7 @@ def test_a_purged_email_is_gone_but_its_key_answers_as_before(api: Api) -> None:
 @pytest.mark.parametrize(
     ("body", "key", "fields"),
     [
-        ({}, "k", ["/template", "/to"]),
+        ({}, "k", ["/to"]),
         ({**LOGIN_EMAIL, "to": 5, "priority": "urgent", "colour": "red"}, "k",
          ["/colour", "/priority", "/to"]),
         (LOGIN_EMAIL, None, ["Idempotency-Key"]),
@@ -135,6 +136,21 @@ def test_a_purged_email_is_gone_but_its_key_answers_as_before(api: Api) -> None:
         ({**LOGIN_EMAIL, "params": {"name": "A"}}, "k", ["/params"]),
         (LOGIN_EMAIL, "x" * 300, ["Idempotency-Key"]),
         ([1, 2], "k", ["/"]),
+        ({**FREE_FORM, "sender": "x@elsewhere.example"}, "k", ["/sender"]),
+        ({**FREE_FORM, "cc": "not-an-address"}, "k", ["/cc"]),
+        ({**FREE_FORM, "reply_to": ["a@example.com"] * 11}, "k", ["/reply_to"]),
+        ({**FREE_FORM, "send_at": "2030-01-01T10:00:00"}, "k", ["/send_at"]),
+        ({**FREE_FORM, "headers": {"X-A": "1\r\nBcc: x@example.com"}}, "k", ["/headers"]),
+        ({**FREE_FORM, "tags": ["ok", ""]}, "k", ["/tags"]),
+        ({**FREE_FORM, "metadata": {"k": [1]}}, "k", ["/metadata"]),
+        ({**FREE_FORM, "subject": None}, "k", ["/subject"]),
+        ({"to": "a@example.com", "subject": "s"}, "k", ["/text"]),
+        ({**LOGIN_EMAIL, "subject": "s"}, "k", ["/template"]),
+        ({**FREE_FORM, "locale": "de"}, "k", ["/locale"]),
+        ({**FREE_FORM, "attachments": [{"filename": "a", "content": "%%"}]}, "k",
+         ["/attachments/0/content"]),
+        ({**FREE_FORM, "attachments": [{"filename": "../a", "content": "YQ=="}]}, "k",
+         ["/attachments"]),
     ],
 )  # fmt: skip
 def test_invalid_requests_name_each_bad_field_and_write_nothing(
@@ -177,7 +193,7 @@ def test_batch_is_all_or_nothing(api: Api) -> None:
     assert count(api.settings) == 0
     shape = api.post("/v1/emails/batch", token, {"emails": [{"to": 1}, emails[0]]})
     assert [e["pointer"] for e in shape.json()["errors"]] == [
-        "/emails/0/idempotency_key", "/emails/0/template", "/emails/0/to"
+        "/emails/0/idempotency_key", "/emails/0/to"
     ]  # fmt: skip
     too_many = api.post("/v1/emails/batch", token, {"emails": emails * 21})
     assert too_many.status_code == 422
@@ -298,5 +314,102 @@ def test_too_large_wrong_method_and_unknown_route(api: Api) -> None:
     wrong = api.client.delete(api.url + "/v1/emails", headers=headers)
     assert wrong.status_code == 405
     assert wrong.headers["allow"] == "GET, POST"
+    put = api.client.put(api.url + "/v1/emails/1", headers=headers)
+    assert (put.status_code, put.headers["allow"]) == (405, "GET, DELETE")
     assert api.client.get(api.url + "/v1/nothing", headers=headers).status_code == 404
     assert count(api.settings) == 0
+
+
+def test_every_field_of_enqueue_is_a_json_field(api: Api) -> None:
+    body = {
+        "to": "alice@example.com",
+        "subject": "Your invoice",
+        "html": "<p>Total: <b>7</b></p>",
+        "sender": "Billing <billing@outbox.localhost>",
+        "reply_to": "help@example.net",
+        "cc": ["erin@example.com"],
+        "bcc": "audit@example.com",
+        "headers": {"X-Campaign": "spring"},
+        "tags": ["invoice"],
+        "metadata": {"order": 7},
+        "send_at": "2099-01-01T09:00:00Z",
+        "attachments": [{"filename": "invoice.txt", "content": "dG90YWw6IDc="}],
+    }
+    answer = api.post("/v1/emails", api.key(), body, key="invoice-7")
+    assert answer.status_code == 202, answer.text
+    (row,) = query(
+        api.settings,
+        "SELECT template, subject, body_html, body_text IS NOT NULL, sender, reply_to, cc, bcc,"
+        " headers, tags, metadata, send_at = '2099-01-01T09:00:00Z', next_attempt_at = send_at,"
+        " attachments->0->>'filename', attachments->0->>'content_type' FROM email_outbox",
+    )
+    assert row == (
+        "(inline)", "Your invoice", "<p>Total: <b>7</b></p>", True,
+        "Billing <billing@outbox.localhost>", ["help@example.net"], ["erin@example.com"],
+        ["audit@example.com"], [["X-Campaign", "spring"]], ["invoice"], {"order": 7}, True,
+        True, "invoice.txt", "text/plain",
+    )  # fmt: skip
+    stored = query(api.settings, "SELECT content FROM email_attachment_blob")
+    assert [bytes(c) for (c,) in stored] == [b"total: 7"]
+    again = api.post("/v1/emails", api.key(), body, key="invoice-7")
+    assert again.status_code == 200  # the same content, the send_at parsed to the same instant
+    changed = api.post("/v1/emails", api.key(), {**body, "tags": ["other"]}, key="invoice-7")
+    assert changed.status_code == 409
+
+
+def test_a_batch_carries_the_fields_and_names_a_bad_one_by_index(api: Api) -> None:
+    token = api.key()
+    emails = [
+        {**FREE_FORM, "idempotency_key": "b-1", "cc": "erin@example.com"},
+        {**FREE_FORM, "idempotency_key": "b-2", "send_at": "2099-01-01T09:00:00+01:00"},
+    ]
+    bad = api.post("/v1/emails/batch", token, {"emails": [emails[0], {**emails[1], "bcc": "x"}]})
+    assert bad.status_code == 422
+    assert [e["pointer"] for e in bad.json()["errors"]] == ["/emails/1/bcc"]
+    assert count(api.settings) == 0
+    answer = api.post("/v1/emails/batch", token, {"emails": emails})
+    assert answer.status_code == 202, answer.text
+    stored = query(
+        api.settings,
+        "SELECT idempotency_key, cc, next_attempt_at = '2099-01-01T08:00:00Z'"
+        " FROM email_outbox ORDER BY idempotency_key",
+    )
+    assert stored == [("b-1", ["erin@example.com"], False), ("b-2", None, True)]
+
+
+def delete(api: Api, token: str, id_: int, body: Any = None) -> httpx.Response:
+    headers = {"Authorization": f"Bearer {token}"}
+    return api.client.request("DELETE", f"{api.url}/v1/emails/{id_}", headers=headers, json=body)
+
+
+def test_delete_cancels_an_email_no_worker_has_taken(api: Api) -> None:
+    token = api.key("send")
+    kept = api.post("/v1/emails", token, LOGIN_EMAIL, key="to-cancel").json()["id"]
+    taken = api.post("/v1/emails", token, {**LOGIN_EMAIL, "to": "b@example.com"}, key="t").json()
+    assert delete(api, api.key("read"), kept).status_code == 403
+    answer = delete(api, token, kept, {"reason": "order withdrawn"})
+    assert answer.status_code == 200, answer.text
+    assert answer.json() == {
+        "id": kept, "idempotency_key": "to-cancel", "status": "cancelled", "cancelled": True
+    }  # fmt: skip
+    (event,) = query(
+        api.settings,
+        "SELECT reason, actor FROM email_event WHERE outbox_id = %s AND to_status = 'cancelled'",
+        kept,
+    )
+    assert event[0] == "cancelled: order withdrawn"
+    assert event[1].startswith("api key test-")
+    again = delete(api, token, kept)
+    assert (again.status_code, again.json()["cancelled"]) == (200, False)
+    with store.connect(api.settings.database_url) as conn:
+        conn.execute("UPDATE email_outbox SET status = 'sent' WHERE id = %s", (taken["id"],))
+        conn.commit()
+    late = delete(api, token, taken["id"])
+    assert late.status_code == 409
+    assert late.json()["type"] == "/v1/problems/too-late-to-cancel"
+    assert "sent" in late.json()["title"] + late.json()["detail"]
+    assert delete(api, token, 999_999).status_code == 404
+    bad = delete(api, token, kept, {"why": 1})
+    assert bad.status_code == 422
+    stored = query(api.settings, "SELECT idempotency_key, status FROM email_outbox ORDER BY id")
+    assert stored == [("to-cancel", "cancelled"), ("t", "sent")]

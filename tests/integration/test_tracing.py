@@ -174,3 +174,47 @@ def test_tracing_is_off_without_an_exporter() -> None:
     assert not is_enabled(
         {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://x", "OTEL_TRACES_EXPORTER": "none"}
     )
+
+
+LABELLED_APP = """
+import sys, psycopg
+from opentelemetry import trace
+from outbox.telemetry.setup import setup_tracing
+from outbox import enqueue
+from outbox.config import default_settings
+
+assert setup_tracing("shop")
+settings = default_settings()
+with psycopg.connect(settings.database_url) as conn:
+    params = {"name": "Alice", "code": "123456", "product": "Shop", "minutes": 5}
+    enqueue(conn, idempotency_key="labelled", to=sys.argv[1], template="login_code",
+            priority="high", params=params, tags=["welcome", "v2"],
+            metadata={"order_id": "1001", "customer": sys.argv[1], "items": 3})
+    conn.commit()
+trace.get_tracer_provider().shutdown()
+"""
+
+
+def test_tags_and_metadata_reach_the_spans_without_an_address(
+    settings: Settings, tmp_path: Path
+) -> None:
+    with otlp_receiver() as receiver, SmtpSink() as sink:
+        settings = dataclasses.replace(settings, smtp_url=sink.url, secret=SECRET)
+        env = {**settings.to_env(), **otel_env(receiver)}
+        subprocess.run(
+            [sys.executable, "-c", LABELLED_APP, RECIPIENT], env=env, capture_output=True,
+            text=True, check=True,
+        )  # fmt: skip
+        with Pipeline(env, high=(1, 1), bulk=(0, 0), log_dir=tmp_path):
+            wait_until(lambda: len(sink.messages) == 1, timeout=30)
+            wait_until(lambda: len(receiver.named("outbox deliver")) == 1, timeout=15)
+        spans = receiver.named("outbox enqueue") + receiver.named("outbox deliver")
+    assert len(spans) == 2
+    for span in spans:
+        assert span.attributes["outbox.tags"] == ["welcome", "v2"]
+        assert span.attributes["outbox.metadata.order_id"] == "1001"
+        assert span.attributes["outbox.metadata.items"] == "3"
+        customer = span.attributes["outbox.metadata.customer"]
+        assert "alice.private" not in customer
+        assert customer.endswith("@example.com")
+    assert all("alice.private" not in json.dumps(s.attributes) for s in spans)

@@ -92,3 +92,14 @@ def test_an_unsubscribe_reply_stops_only_newsletters() -> None:
     request = BounceResult("complaint", "a@example.com", reason="unsubscribe")
     [effect] = effects(VERP, [request])
     assert (effect.suppress, effect.scope) == ("unsubscribe", "bulk")
+
+
+def test_a_report_about_a_cc_or_bcc_of_the_row_acts_on_nobody() -> None:
+    link = Link("verp", 7, "a@example.com", copies=frozenset({"cc@example.org", "bcc@example.net"}))
+    for address in ("cc@example.org", "BCC@example.net"):
+        assert effects(link, [BounceResult("hard", address, "5.1.1")]) == []
+        assert effects(link, [BounceResult("complaint", address)]) == []
+    [effect] = effects(link, [BounceResult("hard", "a@example.com", "5.1.1")])
+    assert effect.address == "a@example.com"
+    [forwarded] = effects(link, [BounceResult("hard", "final@elsewhere.example", "5.1.1")])
+    assert forwarded.address == "a@example.com"  # a forward of `to` still counts for `to`

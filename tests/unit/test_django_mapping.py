@@ -45,8 +45,12 @@ def test_everything_a_message_carries_is_mapped() -> None:
         "bcc": ["audit@example.com"],
         "headers": {"X-Campaign": "spring"},  # the Outbox headers are not passed on
         "attachments": [
-            {"filename": "a.txt", "content": b"hello", "mimetype": "text/plain"},
-            {"filename": "b.bin", "content": b"\x00\x01", "mimetype": "application/octet-stream"},
+            {"filename": "a.txt", "content": b"hello", "content_type": "text/plain"},
+            {
+                "filename": "b.bin",
+                "content": b"\x00\x01",
+                "content_type": "application/octet-stream",
+            },
         ],
     }
 
@@ -74,7 +78,15 @@ def test_a_template_named_in_headers() -> None:
         "params": params,
         "priority": "high",
     }
-    assert lost == []  # the sender is OUTBOX_FROM's until enqueue takes one
+    assert lost == ["sender"]  # named: enqueue here takes no sender
+
+
+def test_the_default_from_is_left_to_outbox_from() -> None:
+    message = EmailMessage("S", "T", FROM, ["a@example.com"])
+    (email,) = enqueue_arguments(message, new_key=keys, default_from=FROM)
+    assert email["sender"] is None
+    (other,) = enqueue_arguments(message, new_key=keys, default_from="webmaster@localhost")
+    assert other["sender"] == FROM
 
 
 def test_several_recipients_are_one_email_each_with_copies_on_the_first() -> None:
@@ -106,14 +118,14 @@ def test_a_mime_attachment() -> None:
     message.attach(part)
     (email,) = enqueue_arguments(message, new_key=keys)
     assert email["attachments"] == [
-        {"filename": "r.txt", "content": b"report", "mimetype": "text/plain"}
+        {"filename": "r.txt", "content": b"report", "content_type": "text/plain"}
     ]
 
 
 def test_supported_names_what_would_be_lost() -> None:
     (email,) = enqueue_arguments(EmailMessage("Hi", "Text", FROM, ["a@example.com"]))
     kept, lost = supported(email, {"to", "template", "params", "priority"})
-    assert lost == ["subject", "text"]
+    assert lost == ["sender", "subject", "text"]
     assert kept == {"idempotency_key": email["idempotency_key"], "to": "a@example.com"}
     everything = set(email)
     assert supported(email, everything)[1] == []

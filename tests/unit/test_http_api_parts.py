@@ -2,14 +2,20 @@
 
 from __future__ import annotations
 
+import datetime as dt
+
 import pytest
 
 from outbox.errors import (
     HeaderInjection,
     InvalidAddress,
+    InvalidContent,
+    InvalidField,
     InvalidKey,
+    InvalidMessage,
     InvalidParams,
     MissingParams,
+    SenderNotAllowed,
     UnknownTemplate,
 )
 from outbox.web import api_keys, email_request
@@ -79,9 +85,73 @@ def where(errors: list[BadField]) -> list[str]:
 
 def test_email_shape_names_every_bad_field() -> None:
     assert email_fields({"to": "a@b.c", "template": "t"}) == []
-    assert where(email_fields({})) == ["/template", "/to"]
-    bad = {"to": 1, "template": None, "params": [], "priority": "now", "x": 1}
+    assert where(email_fields({})) == ["/to"]  # no template: the email's own content
+    assert email_fields({"to": "a@b.c", "template": None, "subject": "s", "text": "t"}) == []
+    bad = {"to": 1, "template": 2, "params": [], "priority": "now", "x": 1}
     assert where(email_fields(bad)) == ["/params", "/priority", "/template", "/to", "/x"]
+    typed = {"to": "a", "sender": 1, "subject": [], "html": {}, "locale": 5}
+    assert where(email_fields(typed)) == ["/html", "/locale", "/sender", "/subject"]
+
+
+@pytest.mark.parametrize(
+    "value",
+    ["2026-12-01T10:00:00Z", "2026-12-01T10:00:00.5+02:00", "2026-12-01t10:00:00-05:30"],
+)
+def test_send_at_takes_rfc3339_with_a_zone(value: str) -> None:
+    email = {"to": "a@b.c", "send_at": value}
+    assert email_fields(email) == []
+    send_at = email_request.enqueue_arguments(email)["send_at"]
+    assert isinstance(send_at, dt.datetime)
+    assert send_at.utcoffset() is not None
+
+
+@pytest.mark.parametrize(
+    "value", ["2026-12-01T10:00:00", "2026-12-01", "tomorrow", 1764583200, "2026-13-01T10:00:00Z"]
+)
+def test_send_at_without_a_zone_or_not_a_date_is_named(value: object) -> None:
+    assert where(email_fields({"to": "a@b.c", "send_at": value})) == ["/send_at"]
+
+
+def test_attachments_come_in_base64_and_leave_as_bytes() -> None:
+    email = {
+        "to": "a@b.c",
+        "attachments": [{"filename": "a.txt", "content": "aGVsbG8=", "content_type": "text/plain"}],
+    }
+    assert email_fields(email) == []
+    arguments = email_request.enqueue_arguments(email)
+    assert arguments["attachments"] == [
+        {"filename": "a.txt", "content": b"hello", "content_type": "text/plain"}
+    ]
+    assert arguments["template"] is None  # absent: an email of its own content
+    assert email["attachments"][0]["content"] == "aGVsbG8="  # the body is left as it was
+
+
+def test_bad_attachments_are_named_one_by_one() -> None:
+    email = {
+        "to": "a@b.c",
+        "attachments": [
+            {"filename": "a", "content": "not base64!"},
+            {"filename": "a", "content": "ü"},
+            "x",
+            {"filename": "b", "content": 3, "size": 1},
+        ],
+    }
+    assert where(email_fields(email)) == [
+        "/attachments/0/content",
+        "/attachments/1/content",
+        "/attachments/2",
+        "/attachments/3/content",
+        "/attachments/3/size",
+    ]
+    assert where(email_fields({"to": "a@b.c", "attachments": {}})) == ["/attachments"]
+
+
+def test_a_cancellation_body_takes_a_reason_only() -> None:
+    assert email_request.cancel_fields({}) == []
+    assert email_request.cancel_fields({"reason": "order withdrawn"}) == []
+    assert where(email_request.cancel_fields({"reason": 1})) == ["/reason"]
+    assert where(email_request.cancel_fields({"why": "x"})) == ["/"]
+    assert where(email_request.cancel_fields([])) == ["/"]
     assert where(email_fields("text")) == ["/"]
     assert where(email_fields({"to": "a", "template": "t"}, "/emails/3", with_key=True)) == [
         "/emails/3/idempotency_key"
@@ -96,7 +166,6 @@ def test_batch_shape() -> None:
     assert where(batch_fields({"emails": [item], "more": 1})) == ["/"]
     assert where(batch_fields({"emails": [item, {"to": "a"}]})) == [
         "/emails/1/idempotency_key",
-        "/emails/1/template",
     ]
 
 
@@ -111,6 +180,24 @@ def test_batch_shape() -> None:
         (InvalidParams("priority must be 'high' or 'bulk'"), "/priority"),
         (InvalidParams("params are 9 bytes, over the limit"), "/params"),
         (InvalidKey("idempotency_key is longer"), "Idempotency-Key"),
+        (SenderNotAllowed("billing@other.example is not at a sending domain"), "/sender"),
+        (InvalidAddress("sender must be one address, as Name <local@domain>"), "/sender"),
+        (InvalidAddress("reply_to has 11 addresses, over 10"), "/reply_to"),
+        (InvalidAddress("cc must be an address or a list of addresses"), "/cc"),
+        (InvalidAddress("bcc's display name contains control characters"), "/bcc"),
+        (HeaderInjection("subject contains CR, LF or NUL"), "/subject"),
+        (HeaderInjection("header 'X-A' contains CR, LF or NUL"), "/headers"),
+        (InvalidField("headers has 60 entries, over 50"), "/headers"),
+        (InvalidField("each tag must be a non-empty string"), "/tags"),
+        (InvalidField("metadata 'k' must be a string, number or boolean"), "/metadata"),
+        (InvalidContent("an email without a template needs a subject"), "/subject"),
+        (InvalidContent("an email without a template needs text or html (or both)"), "/text"),
+        (InvalidContent("html contains a NUL character"), "/html"),
+        (InvalidMessage("send_at must be a datetime with a timezone"), "/send_at"),
+        (InvalidMessage("locale picks a template's variant"), "/locale"),
+        (InvalidParams("attachment #1: filename must be a plain file name"), "/attachments"),
+        (InvalidParams("attachments are 9 bytes, over the limit of 5"), "/attachments"),
+        (InvalidMessage("subject, text and html are for an email without a template"), "/template"),
     ],
 )
 def test_intake_errors_name_their_field(error: Exception, where_: str) -> None:
@@ -143,5 +230,10 @@ def test_openapi_names_every_field_and_route() -> None:
     schemas = doc["components"]["schemas"]
     assert set(email_request.FIELDS) <= set(schemas["EmailRequest"]["properties"])
     assert schemas["BatchRequest"]["properties"]["emails"]["maxItems"] == 1000
+    assert schemas["EmailRequest"]["required"] == ["to"]
+    attachment = schemas["EmailRequest"]["properties"]["attachments"]["items"]
+    assert attachment["properties"]["content"]["contentEncoding"] == "base64"
+    delete = doc["paths"]["/v1/emails/{id}"]["delete"]
+    assert {"200", "404", "409"} <= set(delete["responses"])
     post = doc["paths"]["/v1/emails"]["post"]
     assert {"200", "202", "401", "403", "409", "422", "429"} <= set(post["responses"])

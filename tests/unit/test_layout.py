@@ -39,8 +39,9 @@ LAYERS: list[set[str]] = [
         "telemetry.metrics",
         "cli_input",
     },  # pure core
-    {"db", "transports", "message", "pacing", "broker", "telemetry", "validate"},  # I/O edges
-    {"delivery", "relay", "feedback", "intake", "preflight"},  # orchestration
+    # I/O edges; validate and fields are pure but for the address library
+    {"db", "transports", "message", "pacing", "broker", "telemetry", "validate", "fields"},
+    {"delivery", "relay", "feedback", "intake", "cancelling", "preflight"},  # orchestration
     {"cli", "worker", "web", "testing", "django"},  # processes (django: an app in yours)
 ]
 DRIVERS = {"psycopg", "psycopg_pool", "dramatiq", "redis", "smtplib", "httpx", "boto3"}

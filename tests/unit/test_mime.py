@@ -5,6 +5,7 @@ import email
 import email.policy
 import hashlib
 import re
+from email.header import decode_header, make_header
 from email.message import EmailMessage
 
 import pytest
@@ -12,7 +13,13 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from outbox.message import list_unsubscribe as unsubscribe
-from outbox.message.build import Attachment, Envelope, build_message, encode_header_value
+from outbox.message.build import (
+    Attachment,
+    Envelope,
+    build_message,
+    encode_header_value,
+    encoded_words,
+)
 
 DATE = dt.datetime(2026, 11, 30, 12, 0, tzinfo=dt.UTC)
 
@@ -236,3 +243,14 @@ def test_list_unsubscribe_headers_stay_folded_and_parse() -> None:
         "<mailto:bounces+9ix-0123456789abcdef@bounces.shop.example?subject=unsubscribe>"
     )
     assert message["List-Unsubscribe-Post"] == "List-Unsubscribe=One-Click"
+
+
+@given(st.text(min_size=1, max_size=300).filter(lambda t: t.strip() == t and "\r" not in t))
+def test_encoded_words_read_back_and_keep_lines_short(text: str) -> None:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return  # params and fields never hold a lone surrogate (checked at enqueue)
+    encoded = encoded_words(text)
+    assert all(len("Reply-To: " + line) <= 78 for line in encoded.split("\r\n"))
+    assert str(make_header(decode_header(encoded))) == text

@@ -9,10 +9,12 @@ import outbox
 
 def test_public_names() -> None:
     assert sorted(outbox.__all__) == [
-        "ConfigError", "Enqueued", "HeaderInjection", "IdempotencyConflict", "InvalidAddress",
-        "InvalidKey", "InvalidMessage", "InvalidParams", "MissingParams", "OutboxError",
-        "Priority", "Settings", "Status", "StoreError", "TemplateError", "TransportError",
-        "UnknownTemplate", "enqueue", "enqueue_async", "enqueue_many", "enqueue_many_async",
+        "Cancellation", "ConfigError", "Enqueued", "HeaderInjection", "IdempotencyConflict",
+        "InvalidAddress", "InvalidContent", "InvalidField", "InvalidKey", "InvalidMessage",
+        "InvalidParams", "MissingParams", "OutboxError", "Priority", "SenderNotAllowed",
+        "Settings", "Status", "StoreError", "TemplateError", "TransportError", "UnknownTemplate",
+        "cancel", "cancel_async", "enqueue", "enqueue_async", "enqueue_many",
+        "enqueue_many_async",
     ]  # fmt: skip
     for name in outbox.__all__:
         assert getattr(outbox, name).__module__.startswith("outbox.")
@@ -30,6 +32,8 @@ def test_enqueue_functions_are_functions() -> None:
     assert list(inspect.signature(outbox.enqueue_async).parameters) == list(
         inspect.signature(outbox.enqueue).parameters
     )
+    assert inspect.isfunction(outbox.cancel)
+    assert inspect.iscoroutinefunction(outbox.cancel_async)
     assert list(inspect.signature(outbox.enqueue).parameters)[:2] == ["conn", "idempotency_key"]
 
 

@@ -57,6 +57,11 @@ def test_every_query_of_intake_renders_for_asyncpg_without_a_percent_left() -> N
         statement.copied_rows(1, 2),
         statement.suppress_copied([1], ["r"]),
         statement.notify_due("bulk"),
+        statement.schedule_new([1]),
+        statement.drop_suppressed_copies([1]),
+        statement.store_attachment_blobs({"h": b"c"}),
+        statement.use_attachments([(1, "h")]),
+        statement.cancel("k", reason="r", by="b"),
         statement.store_template_version(
             version="h", name="n", files={}, compiled_html=None, compiled_text="t"
         ),
@@ -73,11 +78,19 @@ COLS = (Column("key", "idempotency_key"), Column("params", "params", json=True),
 
 def test_insert_message_lists_the_row_columns_and_their_placeholders() -> None:
     built = statement.insert_message(COLS, {"key": "k", "params": "{}", "x": None})
-    assert "INSERT INTO email_outbox (idempotency_key, params, x, status, status_reason)" in (
-        built.sql
+    assert (
+        "INSERT INTO email_outbox (idempotency_key, params, x, status, status_reason, "
+        "next_attempt_at)" in built.sql
     )
     assert "SELECT %(key)s, %(params)s, %(x)s," in built.sql
     assert built.params == {"key": "k", "params": "{}", "x": None}
+
+
+def test_an_array_column_binds_a_list_and_an_empty_one_as_null() -> None:
+    cc = Column("cc", "cc", array=True)
+    assert cc.value(("a@example.com", "b@example.com")) == ["a@example.com", "b@example.com"]
+    assert cc.value(()) is None
+    assert Column("x", "x").value(("kept",)) == ("kept",)
 
 
 def test_insert_rows_sends_one_json_array_with_json_columns_embedded() -> None:
@@ -104,10 +117,14 @@ def test_copy_names_the_columns() -> None:
 
 
 def test_the_columns_follow_the_row_fields() -> None:
-    fields = [f.name for f in dataclasses.fields(intake._Row)]
+    # Every field but the attachments' bytes, stored apart once the row exists.
+    fields = [f.name for f in dataclasses.fields(intake._Row) if f.name != "files"]
     assert [c.field for c in intake.COLUMNS] == fields
     assert intake.COLUMNS[0] == Column("key", "idempotency_key")
-    assert [c.name for c in intake.COLUMNS if c.json] == ["params"]
+    assert [c.name for c in intake.COLUMNS if c.json] == [
+        "params", "headers", "metadata", "attachments"
+    ]  # fmt: skip
+    assert [c.name for c in intake.COLUMNS if c.array] == ["reply_to", "tags", "cc", "bcc"]
 
 
 def test_template_files_travel_as_json_text() -> None:

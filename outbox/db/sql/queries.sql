@@ -16,10 +16,11 @@ WITH suppression AS (
     SELECT outbox_id, message_id, content_prefix FROM email_key_tombstone
     WHERE key_hash = email_key_hash(%(key)s)
 ), inserted AS (
-    INSERT INTO email_outbox (/*columns*/, status, status_reason)
+    INSERT INTO email_outbox (/*columns*/, status, status_reason, next_attempt_at)
     SELECT /*values*/,
            CASE WHEN s.reason IS NULL THEN 'pending' ELSE 'suppressed' END,
-           CASE WHEN s.reason IS NULL THEN 'enqueued' ELSE 'recipient suppressed: ' || s.reason END
+           CASE WHEN s.reason IS NULL THEN 'enqueued' ELSE 'recipient suppressed: ' || s.reason END,
+           coalesce(%(send_at)s::timestamptz, now())  -- a scheduled email waits until then
     FROM (SELECT 1) AS one LEFT JOIN suppression s ON true
     WHERE NOT EXISTS (SELECT FROM purged)
     -- Every unique index is an arbiter: a concurrent insert of the same key can
@@ -128,11 +129,12 @@ WITH given AS (
     SELECT k.idempotency_key FROM known k JOIN given g USING (idempotency_key)
     WHERE k.content_hash <> g.content_hash
 ), inserted AS (
-    INSERT INTO email_outbox (/*columns*/, status, status_reason)
+    INSERT INTO email_outbox (/*columns*/, status, status_reason, next_attempt_at)
     SELECT /*g*/,
            CASE WHEN coalesce(x.reason, xh.reason) IS NULL THEN 'pending' ELSE 'suppressed' END,
            CASE WHEN coalesce(x.reason, xh.reason) IS NULL THEN 'enqueued'
-                ELSE 'recipient suppressed: ' || coalesce(x.reason, xh.reason) END
+                ELSE 'recipient suppressed: ' || coalesce(x.reason, xh.reason) END,
+           coalesce(g.send_at, now())  -- a scheduled email waits until then
     FROM given g
     LEFT JOIN email_suppression x
         ON x.address = lower(g.recipient) AND (x.scope = 'all' OR g.priority = 'bulk')
@@ -164,6 +166,78 @@ SELECT k, t.outbox_id, t.message_id, 'purged', encode(t.content_prefix, 'hex')
 FROM unnest(%(keys)s::text[]) AS k
 JOIN email_key_tombstone t ON t.key_hash = email_key_hash(k)
 WHERE NOT EXISTS (SELECT FROM email_outbox o WHERE o.idempotency_key = k);
+
+-- drop_suppressed_copies --
+-- Cc and bcc recipients of new rows that are on the suppression list (for bulk
+-- mail, or for all mail) are taken off the row, and each is recorded in its
+-- history; the email still goes to `to` and the others.
+WITH found AS (
+    SELECT o.id, u.address, u.kind, x.reason
+    FROM email_outbox o
+    CROSS JOIN LATERAL (
+        SELECT a, 'cc' FROM unnest(o.cc) AS a
+        UNION ALL
+        SELECT a, 'bcc' FROM unnest(o.bcc) AS a
+    ) AS u(address, kind)
+    JOIN email_suppression x
+        ON x.address IN (lower(u.address), email_address_hash(u.address))
+       AND (x.scope = 'all' OR o.priority = 'bulk')
+    WHERE o.id = ANY(%(ids)s)
+), dropped AS (
+    UPDATE email_outbox o
+    SET cc = nullif(ARRAY(SELECT a FROM unnest(o.cc) AS a
+                          WHERE lower(a) NOT IN (SELECT lower(f.address) FROM found f
+                                                 WHERE f.id = o.id)), '{}'),
+        bcc = nullif(ARRAY(SELECT a FROM unnest(o.bcc) AS a
+                           WHERE lower(a) NOT IN (SELECT lower(f.address) FROM found f
+                                                  WHERE f.id = o.id)), '{}')
+    WHERE o.id IN (SELECT id FROM found)
+    RETURNING o.id, o.status
+)
+INSERT INTO email_event (outbox_id, from_status, to_status, reason)
+SELECT f.id, d.status, d.status, f.kind || ' ' || f.address || ' dropped: suppressed: ' || f.reason
+FROM found f JOIN dropped d USING (id)
+RETURNING outbox_id;
+
+-- schedule_new --
+-- New rows enqueued for later by COPY (which cannot compute a column) wait
+-- until their send_at.
+UPDATE email_outbox SET next_attempt_at = send_at
+WHERE id = ANY(%(ids)s) AND send_at IS NOT NULL AND status = 'pending';
+
+-- cancel --
+-- Call off one email that no worker has taken yet (pending or queued); the row
+-- is locked until the caller's transaction ends, so a worker taking it waits
+-- and then finds it no longer queued. The status trigger records the change,
+-- with `locked_by` as its actor: here, who cancelled. Returns the row's id, the
+-- status it had, and whether it was cancelled now.
+WITH target AS (
+    SELECT id, status FROM email_outbox WHERE idempotency_key = %(key)s FOR UPDATE
+), cancelled AS (
+    UPDATE email_outbox o
+    SET status = 'cancelled', status_reason = 'cancelled: ' || %(reason)s,
+        locked_by = %(by)s, locked_at = NULL
+    FROM target t
+    WHERE o.id = t.id AND t.status IN ('pending', 'queued')
+    RETURNING o.id
+)
+SELECT t.id, t.status, EXISTS (SELECT FROM cancelled) FROM target t;
+
+-- store_attachment_blobs --
+-- Each file once: a file another row stored already is not written again.
+INSERT INTO email_attachment_blob (sha256, content, size)
+SELECT h, c, length(c) FROM unnest(%(hashes)s::text[], %(contents)s::bytea[]) AS f(h, c)
+ON CONFLICT (sha256) DO NOTHING;
+
+-- use_attachments --
+-- Which new rows use which files (what keeps a file stored).
+INSERT INTO email_attachment_use (outbox_id, sha256)
+SELECT i, h FROM unnest(%(ids)s::bigint[], %(hashes)s::text[]) AS u(i, h)
+ON CONFLICT DO NOTHING;
+
+-- load_attachment_blobs --
+-- The bytes of the files a row names.
+SELECT sha256, content FROM email_attachment_blob WHERE sha256 = ANY(%(hashes)s);
 
 -- notify_due --
 -- Wake the relays at commit.
@@ -208,8 +282,11 @@ SET status = 'sending', status_reason = 'taken by worker', attempts = attempts +
     locked_by = %(worker)s, locked_at = now()
 WHERE id = ANY(%(ids)s) AND status = 'queued'
 RETURNING id, idempotency_key, recipient, template, params, message_id, priority, attempts,
-          created_at, greatest(created_at, requeued_at) AS age_from, template_version, trace_context,
-          sender;
+          created_at, greatest(created_at, requeued_at, send_at) AS age_from, template_version,
+          trace_context,
+          sender, coalesce(reply_to, '{}'), subject, body_text, body_html,
+          coalesce(headers, '[]'), coalesce(tags, '{}'), coalesce(metadata, '{}'),
+          coalesce(cc, '{}'), coalesce(bcc, '{}'), locale, coalesce(attachments, '[]');
 
 -- record_results --
 -- Store each attempt and its row's new state in one statement. The attempt is
@@ -219,7 +296,8 @@ WITH results AS (
     SELECT * FROM jsonb_to_recordset(%(results)s::jsonb) AS r(
         id bigint, attempt int, status text, reason text, delay_seconds float8,
         provider_message_id text, verdict text, stage text, reply_code int,
-        enhanced_status text, reply_text text, duration_ms float8, transport text, suppress boolean)
+        enhanced_status text, reply_text text, duration_ms float8, transport text,
+        recipients jsonb, suppress boolean)
 ), updated AS (
     UPDATE email_outbox o
     SET status = r.status,
@@ -237,9 +315,9 @@ WITH results AS (
     RETURNING o.id
 ), attempts AS (
     INSERT INTO email_attempt (outbox_id, attempt, verdict, stage, reply_code, enhanced_status,
-                               reply_text, duration_ms, worker, transport)
+                               reply_text, duration_ms, worker, transport, recipients)
     SELECT id, attempt, verdict, stage, reply_code, enhanced_status, reply_text, duration_ms,
-           %(worker)s, transport
+           %(worker)s, transport, recipients
     FROM results
 ), rejected AS (
     -- A recipient refused at RCPT TO as non-existent (5.1.1 ...) is suppressed
@@ -325,8 +403,18 @@ WITH stuck AS (
 SELECT id, status FROM swept;
 
 -- status_counts --
--- Rows per status and priority.
-SELECT status, priority, count(*) FROM email_outbox GROUP BY status, priority ORDER BY 1, 2;
+-- Rows per status and priority; pending rows scheduled for later count as `scheduled`.
+SELECT CASE WHEN status = 'pending' AND send_at > now() THEN 'scheduled' ELSE status END,
+       priority, count(*)
+FROM email_outbox GROUP BY 1, 2 ORDER BY 1, 2;
+
+-- status_counts_by_tag --
+-- Rows per status and priority among those carrying one tag (a scan: no index).
+SELECT CASE WHEN status = 'pending' AND send_at > now() THEN 'scheduled' ELSE status END,
+       priority, count(*)
+FROM email_outbox
+WHERE tags @> ARRAY[%(tag)s]::text[]
+GROUP BY 1, 2 ORDER BY 1, 2;
 
 -- paced_pending --
 -- Pending rows sent back for their receiver's rate, per receiver (named in the reason).
@@ -335,14 +423,15 @@ WHERE status = 'pending' AND status_reason LIKE 'paced:%%'
 GROUP BY 1 ORDER BY 2 DESC, 1;
 
 -- oldest_unsent --
--- Age in seconds of the oldest unsent row per priority (from enqueue or the last
--- requeue), read from the head of the email_outbox_unsent_age index.
-SELECT p.priority, extract(epoch FROM now() - oldest.at)::float8
+-- Age in seconds of the oldest unsent row per priority (from enqueue, the last
+-- requeue or the time it was scheduled for; 0 while only scheduled rows wait),
+-- read from the head of the email_outbox_unsent_from index.
+SELECT p.priority, greatest(extract(epoch FROM now() - oldest.at), 0)::float8
 FROM (VALUES ('high'), ('bulk')) AS p (priority)
 CROSS JOIN LATERAL (
-    SELECT greatest(created_at, requeued_at) AS at FROM email_outbox
+    SELECT greatest(created_at, requeued_at, send_at) AS at FROM email_outbox
     WHERE status IN ('pending', 'queued', 'sending') AND priority = p.priority
-    ORDER BY greatest(created_at, requeued_at)
+    ORDER BY greatest(created_at, requeued_at, send_at)
     LIMIT 1
 ) AS oldest;
 
@@ -351,7 +440,9 @@ CROSS JOIN LATERAL (
 -- brackets), row id or provider id; each has an index.
 SELECT id, idempotency_key, recipient, template, params, message_id, priority, status,
        status_reason, attempts, next_attempt_at, locked_by, locked_at, last_error,
-       provider_message_id, created_at, queued_at, sent_at, failed_at, trace_context
+       provider_message_id, created_at, queued_at, sent_at, failed_at, trace_context, tags,
+       metadata, cc, bcc, sender, reply_to, send_at, locale,
+       (SELECT jsonb_agg(a - 'sha256') FROM jsonb_array_elements(attachments) AS a) AS attachments
 FROM email_outbox
 WHERE idempotency_key = %(ref)s OR message_id = %(ref)s OR message_id = %(bracketed)s
    OR id = %(row_id)s::bigint OR provider_message_id = %(ref)s
@@ -361,7 +452,7 @@ ORDER BY id LIMIT 20;
 -- Every attempt of one row. `attempt` restarts at 1 after a requeue; `number`
 -- counts them all.
 SELECT row_number() OVER (ORDER BY id) AS number, attempt, verdict, stage, reply_code,
-       enhanced_status, reply_text, duration_ms, worker, transport, attempted_at
+       enhanced_status, reply_text, duration_ms, worker, transport, attempted_at, recipients
 FROM email_attempt WHERE outbox_id = %(id)s ORDER BY id;
 
 -- list_events --
@@ -481,7 +572,8 @@ WHERE id = %(id)s;
 
 -- find_row_by_provider_id --
 -- The outbox row a provider's webhook is about, by the id the provider gave it.
-SELECT id, recipient FROM email_outbox WHERE provider_message_id = %(provider_message_id)s
+SELECT id, recipient, coalesce(cc, '{}') || coalesce(bcc, '{}')
+FROM email_outbox WHERE provider_message_id = %(provider_message_id)s
 LIMIT 1;
 
 -- bounced_row_trace --
@@ -491,7 +583,7 @@ FROM email_outbox WHERE id = %(id)s;
 
 -- find_row_for_bounce --
 -- The outbox row a bounce is about: by id (VERP) or by its Message-ID.
-SELECT id, recipient, status FROM email_outbox
+SELECT id, recipient, coalesce(cc, '{}') || coalesce(bcc, '{}') FROM email_outbox
 WHERE id = %(id)s OR message_id = %(message_id)s
 LIMIT 1;
 
@@ -640,10 +732,10 @@ GROUP BY 1, 2;
 -- Per priority: age of the oldest unsent row and of the oldest due pending row
 -- (0 when none), each the first entry of a partial index.
 SELECT p.priority,
-       coalesce(extract(epoch FROM now() - (
-           SELECT greatest(created_at, requeued_at) FROM email_outbox
+       greatest(coalesce(extract(epoch FROM now() - (
+           SELECT greatest(created_at, requeued_at, send_at) FROM email_outbox
            WHERE status IN ('pending', 'queued', 'sending') AND priority = p.priority
-           ORDER BY greatest(created_at, requeued_at) LIMIT 1)), 0)::float8,
+           ORDER BY greatest(created_at, requeued_at, send_at) LIMIT 1)), 0), 0)::float8,
        greatest(coalesce(extract(epoch FROM now() - (
            SELECT min(next_attempt_at) FROM email_outbox
            WHERE status = 'pending' AND priority = p.priority)), 0), 0)::float8
@@ -739,7 +831,7 @@ WITH results AS (
         id bigint, attempt int, status text, reason text, delay_seconds float8,
         provider_message_id text, verdict text, stage text, reply_code int,
         enhanced_status text, reply_text text, duration_ms float8, transport text, worker text,
-        suppress boolean)
+        recipients jsonb, suppress boolean)
 ), updated AS (
     UPDATE email_outbox o
     SET status = r.status,
@@ -757,9 +849,9 @@ WITH results AS (
     RETURNING o.id
 ), attempts AS (
     INSERT INTO email_attempt (outbox_id, attempt, verdict, stage, reply_code, enhanced_status,
-                               reply_text, duration_ms, worker, transport)
+                               reply_text, duration_ms, worker, transport, recipients)
     SELECT id, attempt, verdict, stage, reply_code, enhanced_status, reply_text, duration_ms,
-           worker, transport
+           worker, transport, recipients
     FROM results
 ), rejected AS (
     -- A recipient refused at RCPT TO as non-existent (5.1.1 ...) is suppressed
@@ -784,13 +876,13 @@ WITH returned AS (
         AS r(id bigint, worker text, reason text, delay_seconds float8)
 )
 UPDATE email_outbox o
-SET status = CASE WHEN greatest(o.created_at, o.requeued_at)
+SET status = CASE WHEN greatest(o.created_at, o.requeued_at, o.send_at)
                        < now() - make_interval(secs => %(max_age_seconds)s)
                   THEN 'dead' ELSE 'pending' END,
-    status_reason = CASE WHEN greatest(o.created_at, o.requeued_at)
+    status_reason = CASE WHEN greatest(o.created_at, o.requeued_at, o.send_at)
                               < now() - make_interval(secs => %(max_age_seconds)s)
                          THEN 'gave up at the age limit: ' || r.reason ELSE r.reason END,
-    failed_at = CASE WHEN greatest(o.created_at, o.requeued_at)
+    failed_at = CASE WHEN greatest(o.created_at, o.requeued_at, o.send_at)
                           < now() - make_interval(secs => %(max_age_seconds)s)
                      THEN now() ELSE o.failed_at END,
     last_error = r.reason,
@@ -819,7 +911,9 @@ WHERE id = %(id)s AND processed_at IS NULL;
 -- The latest rows sent to one address (support's lookup; the recipient index).
 SELECT id, idempotency_key, recipient, template, params, message_id, priority, status,
        status_reason, attempts, next_attempt_at, locked_by, locked_at, last_error,
-       provider_message_id, created_at, queued_at, sent_at, failed_at, trace_context
+       provider_message_id, created_at, queued_at, sent_at, failed_at, trace_context, tags,
+       metadata, cc, bcc, sender, reply_to, send_at, locale,
+       (SELECT jsonb_agg(a - 'sha256') FROM jsonb_array_elements(attachments) AS a) AS attachments
 FROM email_outbox WHERE lower(recipient) = lower(%(address)s)
 ORDER BY id DESC LIMIT %(limit)s;
 

@@ -1,0 +1,42 @@
+"""What a cancellation must carry (outbox.fields.cancellation)."""
+
+from __future__ import annotations
+
+import pytest
+
+from outbox import Cancellation
+from outbox.errors import InvalidMessage
+from outbox.fields.cancellation import MAX_BY, MAX_REASON, check_cancellation
+
+
+def test_reason_and_by_are_kept_trimmed() -> None:
+    assert check_cancellation("  order refunded ", "support:ana") == (
+        "order refunded",
+        "support:ana",
+    )
+
+
+@pytest.mark.parametrize(
+    ("reason", "by", "says"),
+    [
+        ("", "ana", "needs reason"),
+        ("   ", "ana", "needs reason"),
+        (None, "ana", "needs reason"),
+        ("refund", "", "needs by"),
+        ("refund", 7, "needs by"),
+        ("line\nbreak", "ana", "control characters"),
+        ("refund", "ana\x00", "control characters"),
+        ("x" * (MAX_REASON + 1), "ana", "over 500"),
+        ("refund", "y" * (MAX_BY + 1), "over 200"),
+        ("refund \ud800", "ana", "invalid Unicode"),
+    ],
+)
+def test_bad_cancellations_are_refused(reason: object, by: object, says: str) -> None:
+    with pytest.raises(InvalidMessage, match=says):
+        check_cancellation(reason, by)
+
+
+def test_the_result_is_true_only_when_it_cancelled() -> None:
+    assert Cancellation(True, "cancelled", 1)
+    assert not Cancellation(False, "sent", 1)
+    assert not Cancellation(False, None)
