@@ -423,14 +423,18 @@ def bench_enqueue(n_single: int, n_many: int) -> None:
     report("enqueue", f"enqueue_many(), {n_many:,} validated rows", f"{many:,.0f} rows/s")
 
 
-def bench_claim(history: int, rows: int) -> None:
-    """The relay's claim (select due rows, mark them queued, commit) with and without history."""
+def bench_claim(history: int, rows: int, scheduled: int = 0) -> None:
+    """The relay's claim (select due rows, mark them queued, commit): on an empty
+    table, with ``history`` sent rows, and with ``scheduled`` rows due tomorrow."""
     results = {}
-    for label, size in (("empty table", 0), (f"{history:,} sent rows", history)):
+    cases = [("empty table", 0, "sent"), (f"{history:,} sent rows", history, "sent")]
+    if scheduled:
+        cases.append((f"{scheduled:,} rows scheduled for tomorrow", scheduled, "scheduled"))
+    for label, size, kind in cases:
         with database("claim") as url:
             settings = settings_for(url, "smtp://127.0.0.1:1")
             if size:
-                _add_history(url, size)
+                _add_history(url, size, scheduled=kind == "scheduled")
             fill(settings, rows, prefix="due")
             with psycopg.connect(url) as conn:
                 started = time.perf_counter()
@@ -441,22 +445,37 @@ def bench_claim(history: int, rows: int) -> None:
                 elapsed = time.perf_counter() - started
             results[label] = rows / elapsed
             report("relay claim", f"claim + mark queued, {label}", f"{results[label]:,.0f} rows/s")
-    empty, full = results.values()
-    report("relay claim", "with history vs empty", f"{(full / empty - 1) * 100:+.1f} %")
+    empty = next(iter(results.values()))
+    for label, rate in list(results.items())[1:]:
+        report("relay claim", f"{label} vs empty", f"{(rate / empty - 1) * 100:+.1f} %")
 
 
-def _add_history(url: str, size: int) -> None:
+def _add_history(url: str, size: int, *, scheduled: bool = False) -> None:
+    """``size`` sent rows, or (``scheduled``) pending bulk rows with send_at tomorrow."""
     with psycopg.connect(url, autocommit=True) as conn:
-        conn.execute(
-            """
-            INSERT INTO email_outbox (idempotency_key, recipient, template, params, content_hash,
-                message_id, priority, status, attempts, sent_at, created_at)
-            SELECT 'old-' || g, 'r' || g || '@example.com', 'newsletter', '{}', 'x',
-                   '<old-' || g || '@outbox.localhost>', 'bulk', 'sent', 1, now(), now()
-            FROM generate_series(1, %s) AS g
-            """,
-            (size,),
-        )
+        if scheduled:
+            conn.execute(
+                """
+                INSERT INTO email_outbox (idempotency_key, recipient, template, params,
+                    content_hash, message_id, priority, status, send_at, next_attempt_at)
+                SELECT 'later-' || g, 'r' || g || '@example.com', 'newsletter', '{}', 'x',
+                       '<later-' || g || '@outbox.localhost>', 'bulk', 'pending',
+                       now() + interval '1 day', now() + interval '1 day'
+                FROM generate_series(1, %s) AS g
+                """,
+                (size,),
+            )
+        else:
+            conn.execute(
+                """
+                INSERT INTO email_outbox (idempotency_key, recipient, template, params,
+                    content_hash, message_id, priority, status, attempts, sent_at, created_at)
+                SELECT 'old-' || g, 'r' || g || '@example.com', 'newsletter', '{}', 'x',
+                       '<old-' || g || '@outbox.localhost>', 'bulk', 'sent', 1, now(), now()
+                FROM generate_series(1, %s) AS g
+                """,
+                (size,),
+            )
         conn.execute("VACUUM ANALYZE email_outbox")
 
 
@@ -488,6 +507,9 @@ def main() -> int:
     parser.add_argument(
         "--history", type=int, default=1_000_000, help="sent rows for the claim test"
     )
+    parser.add_argument(
+        "--scheduled", type=int, default=1_000_000, help="rows due tomorrow for the claim test"
+    )
     parser.add_argument("--workers", default="2x8", help="bulk pool: processes x threads")
     parser.add_argument("--only", nargs="*", default=None,
                         choices=["raw", "e2e", "latency", "enqueue", "claim"])  # fmt: skip
@@ -517,7 +539,7 @@ def main() -> int:
     if "enqueue" in wanted:
         bench_enqueue(2000, 100_000)
     if "claim" in wanted:
-        bench_claim(args.history, 20_000)
+        bench_claim(args.history, 20_000, args.scheduled)
     if args.markdown:
         lines = [f"Measured {about}; sink: {sink_kind}.", "", "| section | figure | value |",
                  "|---|---|---|", *(f"| {s} | {f} | {v} |" for s, f, v in RESULTS)]  # fmt: skip
