@@ -53,6 +53,13 @@ READERS: dict[str, frozenset[str]] = {
     "web_concurrency": frozenset({"web"}),
     "web_backlog": frozenset({"web"}),
     "web_timeout": frozenset({"web"}),
+    "console_users": frozenset({"web"}),
+    "console_sso_header": frozenset({"web"}),
+    "console_trusted_proxies": frozenset({"web"}),
+    "console_secure_cookie": frozenset({"web"}),
+    "console_session_seconds": frozenset({"web"}),
+    "grafana_url": frozenset({"web"}),
+    "jaeger_url": frozenset({"web"}),
     "soft_bounce_limit": frozenset({"web", "bounces"}),
     "bounce_host": frozenset({"bounces"}),
     "bounce_port": frozenset({"bounces"}),
@@ -288,6 +295,14 @@ def _webhooks(settings: Settings) -> None:
         raise ConfigError("OUTBOX_RESEND_WEBHOOK_SECRET must be the whsec_… signing secret")
 
 
+def _console(settings: Settings) -> None:
+    """A user list or proxy list that cannot be read stops `outbox web` at start."""
+    if settings.console_enabled:
+        from outbox.web.console_auth import Access  # noqa: PLC0415
+
+        Access.from_settings(settings)
+
+
 _CHECKS: dict[str, tuple[Callable[[Settings], None], ...]] = {
     "app": (*COMMON, _database_url, _attachments_dir),
     "relay": (*COMMON, _database_url, _redis_url, _broker_url),
@@ -300,7 +315,7 @@ _CHECKS: dict[str, tuple[Callable[[Settings], None], ...]] = {
         _message,
         _attachments_dir,
     ),
-    "web": (*COMMON, _database_url, _webhooks),
+    "web": (*COMMON, _database_url, _webhooks, _console),
     "bounces": (*COMMON, _database_url, _bounce_server),
     "metrics": (*COMMON, _database_url, _redis_url),
 }

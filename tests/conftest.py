@@ -81,7 +81,7 @@ def settings(database_url: str, redis_client: redis.Redis) -> Iterator[Settings]
     with psycopg.connect(database_url) as conn:
         conn.execute(
             "TRUNCATE email_outbox, email_attempt, email_event, email_suppression, email_bounce,"
-            " outbox_process, outbox_breaker"
+            " outbox_process, outbox_breaker, console_audit"
             " RESTART IDENTITY"
         )
     namespace = f"outbox-test-{uuid.uuid4().hex[:8]}"

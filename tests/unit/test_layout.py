@@ -37,6 +37,9 @@ LAYERS: list[set[str]] = [
         "message.list_unsubscribe",
         "message.return_path",
         "telemetry.metrics",
+        "web.console_auth",
+        "web.console_query",
+        "web.chart",
     },  # pure core
     {"db", "transports", "message", "pacing", "broker", "telemetry", "validate"},  # I/O edges
     {"delivery", "relay", "feedback", "intake", "preflight"},  # orchestration
