@@ -29,7 +29,6 @@ def sends_chart(per_minute: Mapping[int, int], *, now_minute: int, minutes: int 
         f'<svg class="chart" viewBox="0 0 {WIDTH} {HEIGHT}" role="img" aria-label="{label}" '
         f'preserveAspectRatio="none" xmlns="http://www.w3.org/2000/svg">'
         f'<line x1="0" y1="{HEIGHT}" x2="{WIDTH}" y2="{HEIGHT}" stroke="#9ca3af"/>'
-        f'<text x="4" y="12" font-size="11" fill="#6b7280">{top}/min</text>'
         + "".join(bars)
         + "</svg>"
     )

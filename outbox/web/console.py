@@ -558,7 +558,9 @@ class Console:
         return self.redactor.text(page)
 
     def _bare(self, title: str, text: str) -> str:
-        page = self.pages.get_template("bare.html").render(title=title, text=text)
+        page = self.pages.get_template("bare.html").render(
+            title=title, text=text, user=None, operator=False, csrf=""
+        )
         return self.redactor.text(page)
 
 

@@ -94,7 +94,7 @@ def parse_users(raw: str) -> dict[str, User]:
 
 def read_users(value: str) -> dict[str, User]:
     """The setting's users: inline entries, or the file it names."""
-    if value.startswith(("/", "./")) or (not value.count(":") and value):
+    if value.startswith(("/", "./", "../")):
         path = Path(value)
         try:
             return parse_users(path.read_text("utf-8"))

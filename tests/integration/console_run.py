@@ -7,7 +7,7 @@ import re
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import httpx
 
@@ -38,6 +38,13 @@ def console_settings(settings: Settings, **extra: object) -> Settings:
 @dataclass
 class Running:
     url: str  # http://127.0.0.1:PORT
+    clients: list[httpx.Client] = field(default_factory=list)
+
+    def client(self, **kwargs: object) -> httpx.Client:
+        """A client of this server's, closed with it."""
+        made = httpx.Client(base_url=self.url, timeout=30, **kwargs)  # type: ignore[arg-type]
+        self.clients.append(made)
+        return made
 
 
 @contextmanager
@@ -49,8 +56,11 @@ def web(settings: Settings) -> Iterator[Running]:
         thread.start()
         try:
             host, port = server.server_address
-            yield Running(f"http://{host}:{port}")
+            running = Running(f"http://{host}:{port}")
+            yield running
         finally:
+            for client in running.clients:
+                client.close()
             server.shutdown()
             server.server_close()
             thread.join(timeout=15)
@@ -63,7 +73,7 @@ def csrf_of(page: str) -> str:
 
 
 def signed_in(running: Running, user: tuple[str, str]) -> httpx.Client:
-    client = httpx.Client(base_url=running.url, timeout=30)
+    client = running.client()
     login = client.get("/console/login")
     assert login.status_code == 200
     name, password = user
