@@ -607,9 +607,9 @@ def _timeline(
             }
         )
     for a in attempts:
-        reply = " ".join(
-            str(x) for x in (a["reply_code"], a["enhanced_status"], a["reply_text"]) if x
-        )
+        text, enhanced = a["reply_text"] or "", a["enhanced_status"]
+        shown = enhanced if enhanced and not text.startswith(enhanced) else None
+        reply = " ".join(str(x) for x in (a["reply_code"], shown, text) if x)
         items.append(
             {
                 "at": a["attempted_at"],

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import dataclasses
+import io
 from pathlib import Path
 
 import pytest
 
+from outbox.cli import main
 from outbox.config import Settings
 from outbox.errors import ConfigError
 from outbox.web.console_auth import Access, Role, hash_password, parse_networks, read_users
@@ -171,3 +173,16 @@ def test_a_sealed_value_opens_only_under_the_secret() -> None:
     assert a.unseal(sealed) == "carol@example.com"
     assert dataclasses.replace(a, secret=OTHER_SECRET).unseal(sealed) is None
     assert a.unseal("garbage") is None
+
+
+def test_outbox_console_hash_password_reads_stdin_and_prints_a_hash_that_verifies(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr("sys.stdin", io.StringIO("s3cret phrase\n"))
+    assert main(["console", "hash-password"]) == 0
+    printed = capsys.readouterr().out.strip()
+    assert printed.startswith("$argon2id$")
+    assert "s3cret" not in printed
+    users = read_users(f"ann:viewer:{printed}")
+    a = dataclasses.replace(access(), users=users)
+    assert a.sign_in("ann", "s3cret phrase") is not None
