@@ -726,11 +726,16 @@ FROM email_outbox WHERE lower(recipient) = lower(%(address)s)
 ORDER BY id DESC LIMIT %(limit)s;
 
 -- console_counts --
--- Rows per status and priority for every status but sent, each counted from a
--- partial index (sent rows are the history: see console_table_estimate).
+-- Rows per status and priority for every status but sent, each part counted
+-- from its partial index (sent rows are the history: console_table_estimate).
+SELECT 'pending', priority, count(*) FROM email_outbox WHERE status = 'pending' GROUP BY 2
+UNION ALL
 SELECT status, priority, count(*) FROM email_outbox
-WHERE status IN ('pending', 'queued', 'sending', 'dead', 'held', 'failed', 'suppressed')
-GROUP BY 1, 2 ORDER BY 1, 2;
+WHERE status IN ('queued', 'sending') GROUP BY 1, 2
+UNION ALL
+SELECT status, priority, count(*) FROM email_outbox
+WHERE status IN ('dead', 'held', 'failed', 'suppressed') GROUP BY 1, 2
+ORDER BY 1, 2;
 
 -- console_table_estimate --
 -- The planner's row count of email_outbox (kept by autovacuum): counting ten

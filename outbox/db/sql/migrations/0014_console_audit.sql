@@ -12,10 +12,11 @@ CREATE TABLE IF NOT EXISTS console_audit (
     detail  jsonb NOT NULL DEFAULT '{}'
 );
 
--- The console's dead, held, failed and suppressed lists, newest first, and an
--- address's rows among them. Rows enter these statuses rarely, so the index
--- costs the hot path (pending -> queued -> sending -> sent) nothing.
-CREATE INDEX IF NOT EXISTS email_outbox_parked_id ON email_outbox (status, id)
+-- The console's dead, held, failed and suppressed lists, newest first, an
+-- address's rows among them, and their counts (priority included: an
+-- index-only scan). Rows enter these statuses rarely, so the index costs the
+-- hot path (pending -> queued -> sending -> sent) nothing.
+CREATE INDEX IF NOT EXISTS email_outbox_parked_id ON email_outbox (status, id) INCLUDE (priority)
     WHERE status IN ('dead', 'held', 'failed', 'suppressed');
 
 -- The console's suppression list, newest first, a page at a time.
