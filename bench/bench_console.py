@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import datetime as dt
 import os
 import re
 import statistics
@@ -215,6 +216,9 @@ def main() -> None:
                     return lambda: client.get(path)
 
                 mid = f"{top // 2}"
+                ago = dt.datetime.now(dt.UTC) - dt.timedelta(days=7)
+                week = ago.strftime("%Y-%m-%dT%H:%M")
+                week_end = (ago + dt.timedelta(hours=1)).strftime("%Y-%m-%dT%H:%M")
                 message_id = "ae7be26cdaa742ca148068d5ac90eaca@outbox.localhost"  # md5("m1"): row 1
                 pages = [
                     ("overview", get("/console/")),
@@ -224,6 +228,8 @@ def main() -> None:
                     ("held list, older page", get(f"/console/emails?status=held&before={mid}")),
                     ("pending bulk", get("/console/emails?status=pending&priority=bulk")),
                     ("template filter", get("/console/emails?template=login_code")),
+                    ("one hour, a week ago", get(f"/console/emails?since={week}&until={week_end}")),
+                    ("dead, since a week ago", get(f"/console/emails?status=dead&since={week}")),
                     ("search: key", search("order-300-login_code")),
                     ("search: Message-ID without brackets", search(message_id)),
                     ("search: row id", search(str(top // 3))),

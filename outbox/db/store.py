@@ -1105,11 +1105,35 @@ def console_overview(conn: Conn) -> dict[str, Any]:
 
 
 def console_emails(
-    conn: Conn, filters: EmailFilter, *, before: int | None, limit: int
+    conn: Conn,
+    filters: EmailFilter,
+    *,
+    before: int | None,
+    limit: int,
+    from_id: int = 0,
 ) -> list[dict[str, Any]]:
-    args = {**dataclasses.asdict(filters), "before": before or _NO_CURSOR, "limit": limit}
+    """Newest first, ids in ``[from_id, before)``, the filters applied."""
+    args = {
+        **dataclasses.asdict(filters),
+        "before": before or _NO_CURSOR,
+        "from_id": from_id,
+        "limit": limit,
+    }
     with translate_errors(), conn.cursor(row_factory=dict_row) as cur:
         return cur.execute(queries["console_emails"], args, prepare=False).fetchall()
+
+
+def console_id_range(conn: Conn) -> tuple[int, int] | None:
+    with translate_errors():
+        row = conn.execute(queries["console_id_range"]).fetchone()
+    return None if row is None or row[0] is None else (int(row[0]), int(row[1]))
+
+
+def console_created_at(conn: Conn, outbox_id: int) -> dt.datetime | None:
+    """When the first row from ``outbox_id`` on was enqueued (None: no row from there)."""
+    with translate_errors():
+        row = conn.execute(queries["console_created_at"], {"id": outbox_id}).fetchone()
+    return None if row is None else row[0]
 
 
 def console_find(conn: Conn, ref: str, *, limit: int = 50) -> list[dict[str, Any]]:

@@ -266,7 +266,10 @@ class Console:
                 rows.sort(key=lambda r: r["id"], reverse=True)
                 more = search.address is not None and len(rows) >= q.PAGE
             else:
-                rows = store.console_emails(conn, filters, before=search.before, limit=q.PAGE)
+                first, before = self._id_window(conn, search.filters, search.before)
+                rows = store.console_emails(
+                    conn, filters, before=before, from_id=first, limit=q.PAGE
+                )
                 more = len(rows) == q.PAGE
             templates = store.console_templates(conn)
         for row in rows:
@@ -289,6 +292,22 @@ class Console:
             parked=search.filters.status in q.PARKED and not search.ref,
         )
         return Answer(HTTPStatus.OK, body)
+
+    def _id_window(
+        self, conn: store.Conn, filters: q.Filters, before: int | None
+    ) -> tuple[int, int | None]:
+        """The ids a time filter covers, so the scan stays within them."""
+        if filters.since is None and filters.until is None:
+            return 0, before
+        ends = store.console_id_range(conn)
+        if ends is None:
+            return 0, before
+        first, end = q.id_window(
+            filters, *ends, lambda outbox_id: store.console_created_at(conn, outbox_id)
+        )
+        if end is not None and (before is None or end < before):
+            before = max(end, 1)
+        return first, before
 
     def _email(self, who: Who, outbox_id: int, *, reveal: bool, notice: str = "") -> Answer:
         with self.pool.connection() as conn:
@@ -457,7 +476,10 @@ class Console:
             raise InvalidRequest("choose a status to requeue: failed, dead or held")
         chosen = store.EmailFilter(**dataclasses.asdict(filters))
         with self.pool.connection() as conn:
-            rows = store.console_emails(conn, chosen, before=None, limit=MAX_SET + 1)
+            first, before = self._id_window(conn, filters, None)
+            rows = store.console_emails(
+                conn, chosen, before=before, from_id=first, limit=MAX_SET + 1
+            )
             if form.get("confirm") != "yes":
                 body = self._render(
                     "confirm.html",

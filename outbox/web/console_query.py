@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import datetime as dt
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from outbox.errors import InvalidRequest
@@ -18,6 +18,10 @@ PARKED = ("failed", "dead", "held")  # what a requeue sends again
 PRIORITIES = ("high", "bulk")
 PAGE = 50
 MAX_REF = 998  # the longest line of a message: no key, id or address is longer
+# A row's created_at is its enqueueing transaction's start, so ids follow
+# created_at except across transactions open at once: a time filter scans ids
+# this much wider than the times asked for (then checks created_at exactly).
+TIME_SLACK = dt.timedelta(hours=1)
 _ADDRESS = re.compile(r"[^@\s<>]+@[^@\s<>]+\.[^@\s<>]+")
 _TEMPLATE = re.compile(r"[\w.-]{1,200}")
 
@@ -85,6 +89,35 @@ def parse_time(raw: str, name: str) -> dt.datetime | None:
     except ValueError:
         raise InvalidRequest(f"{name} must be a time such as 2026-12-01T14:30 (UTC)") from None
     return when if when.tzinfo else when.replace(tzinfo=dt.UTC)
+
+
+def first_id_at(
+    at: dt.datetime, low: int, high: int, created_at_of: Callable[[int], dt.datetime | None]
+) -> int:
+    """The first id in ``[low, high + 1]`` whose row was enqueued at ``at`` or later,
+    by bisection over ids (``created_at_of(id)``: the first row from ``id`` on)."""
+    lo, hi = low, high + 1
+    while lo < hi:
+        mid = (lo + hi) // 2
+        when = created_at_of(mid)
+        if when is None or when >= at:
+            hi = mid
+        else:
+            lo = mid + 1
+    return lo
+
+
+def id_window(
+    filters: Filters, low: int, high: int, created_at_of: Callable[[int], dt.datetime | None]
+) -> tuple[int, int | None]:
+    """The ids ``[first, end)`` a time filter can cover (``end`` None: up to the newest)."""
+    first = (
+        first_id_at(filters.since - TIME_SLACK, low, high, created_at_of) if filters.since else 0
+    )
+    end = (
+        first_id_at(filters.until + TIME_SLACK, low, high, created_at_of) if filters.until else None
+    )
+    return first, end
 
 
 def parse_cursor(raw: str) -> int | None:

@@ -440,3 +440,30 @@ def test_dead_email_sent_after_requeue_through_the_console(
     after = client.get(f"/console/emails/{outbox_id}").text
     assert 'status-sent">sent<' in after
     assert "attempt #1: sent" in after
+
+
+def test_a_time_filter_lists_the_emails_enqueued_in_it(console: Settings, running: Running) -> None:
+    ids = [add_login(console, f"timed-{i}", f"t{i}@example.com") for i in range(6)]
+    # Enqueued a day apart, oldest first; the last one's transaction began half
+    # an hour before the one enqueued just before it committed.
+    days = [5, 4, 3, 2, 1, 1]
+    for outbox_id, day in zip(ids, days, strict=True):
+        query(
+            console,
+            "UPDATE email_outbox SET created_at = date_trunc('hour', now())"
+            " - %s * interval '1 day' - CASE WHEN id = %s THEN interval '30 minutes'"
+            " ELSE interval '0' END WHERE id = %s RETURNING id",
+            day,
+            ids[-1],
+            outbox_id,
+        )
+    client = signed_in(running, OPERATOR)
+    (start,) = query(console, "SELECT created_at FROM email_outbox WHERE id = %s", ids[2])[0]
+    (end,) = query(console, "SELECT created_at FROM email_outbox WHERE id = %s", ids[4])[0]
+    page = client.get(
+        "/console/emails",
+        params={"since": start.isoformat(), "until": end.isoformat()},
+    ).text
+    shown = [int(i) for i in re.findall(r'href="/console/emails/(\d+)">\d+<', page)]
+    # ids[2] (3 days ago), ids[3] (2 days) and ids[5] (1 day and 30 minutes ago).
+    assert shown == [ids[5], ids[3], ids[2]]

@@ -10,6 +10,8 @@ from outbox.errors import InvalidRequest
 from outbox.web.chart import sends_chart
 from outbox.web.console_query import (
     Filters,
+    first_id_at,
+    id_window,
     parse_cursor,
     parse_filters,
     parse_id,
@@ -83,3 +85,38 @@ def test_the_chart_has_one_bar_per_busy_minute_scaled_to_the_busiest() -> None:
     assert "15 sent in the last 60 minutes" in svg
     assert "<script" not in svg
     assert sends_chart({}, now_minute=10).count("<rect") == 0
+
+
+T0 = dt.datetime(2026, 12, 1, tzinfo=dt.UTC)
+
+
+def enqueued_at(minutes: dict[int, int]) -> object:
+    """``created_at_of`` over rows id → minute after T0 (ids may have gaps)."""
+    ids = sorted(minutes)
+
+    def first_from(outbox_id: int) -> dt.datetime | None:
+        later = [i for i in ids if i >= outbox_id]
+        return T0 + dt.timedelta(minutes=minutes[later[0]]) if later else None
+
+    return first_from
+
+
+def test_the_first_id_at_a_time_is_found_by_bisection_over_gaps() -> None:
+    rows = {i: i * 10 for i in range(1, 200, 3)}  # every third id, ten minutes apart
+    lookup = enqueued_at(rows)
+    # An id between rows stands for the next row: id 2 is "from id 4 on".
+    for minute, expected in ((0, 1), (10, 1), (11, 2), (300, 29), (10_000, 200)):
+        found = first_id_at(T0 + dt.timedelta(minutes=minute), 1, 199, lookup)  # type: ignore[arg-type]
+        assert found == expected, minute
+        assert all(rows[i] < minute for i in rows if i < found)
+
+
+def test_a_time_filter_widens_to_ids_enqueued_within_the_slack() -> None:
+    rows = {i: i for i in range(1, 1001)}  # one row a minute
+    lookup = enqueued_at(rows)
+    since, until = T0 + dt.timedelta(minutes=500), T0 + dt.timedelta(minutes=560)
+    first, end = id_window(Filters(since=since, until=until), 1, 1000, lookup)  # type: ignore[arg-type]
+    assert (first, end) == (440, 620)  # an hour of slack either side
+    assert id_window(Filters(), 1, 1000, lookup) == (0, None)  # type: ignore[arg-type]
+    first, end = id_window(Filters(since=since), 1, 1000, lookup)  # type: ignore[arg-type]
+    assert (first, end) == (440, None)

@@ -755,13 +755,22 @@ GROUP BY 1 ORDER BY 1;
 SELECT id, idempotency_key, recipient, template, priority, status, status_reason, attempts,
        created_at, sent_at
 FROM email_outbox
-WHERE id < %(before)s
+WHERE id < %(before)s AND id >= %(from_id)s
   AND (%(status)s::text IS NULL OR status = %(status)s::text)
   AND (%(priority)s::text IS NULL OR priority = %(priority)s::text)
   AND (%(template)s::text IS NULL OR template = %(template)s::text)
   AND (%(since)s::timestamptz IS NULL OR created_at >= %(since)s::timestamptz)
   AND (%(until)s::timestamptz IS NULL OR created_at < %(until)s::timestamptz)
 ORDER BY id DESC LIMIT %(limit)s;
+
+-- console_id_range --
+-- The lowest and highest row id (the ends of the primary key).
+SELECT min(id), max(id) FROM email_outbox;
+
+-- console_created_at --
+-- When the first row from an id on was enqueued: one step of the search for
+-- the ids a time filter covers.
+SELECT created_at FROM email_outbox WHERE id >= %(id)s ORDER BY id LIMIT 1;
 
 -- console_find --
 -- Emails by row id, idempotency key, Message-ID (with or without its angle
