@@ -126,7 +126,14 @@ def plans(url: str) -> list[tuple[str, str]]:
     """Which index each list query uses (the first line of its plan naming one)."""
     with psycopg.connect(url) as conn:
         (top,) = conn.execute("SELECT max(id) FROM email_outbox").fetchone()  # type: ignore[misc]
-        none = {"status": None, "priority": None, "template": None, "since": None, "until": None}
+        none = {
+            "status": None,
+            "priority": None,
+            "template": None,
+            "since": None,
+            "until": None,
+            "from_id": 0,
+        }
         cases = [
             ("console_emails", {**none, "before": 2**63 - 1, "limit": 50}),
             ("console_emails", {**none, "status": "dead", "before": 2**63 - 1, "limit": 50}),

@@ -11,6 +11,7 @@ import pytest
 from outbox.cli import main
 from outbox.config import Settings
 from outbox.errors import ConfigError
+from outbox.preflight import problems
 from outbox.web.console_auth import Access, Role, hash_password, parse_networks, read_users
 from tests.keys import OTHER_SECRET, SECRET
 
@@ -186,3 +187,12 @@ def test_outbox_console_hash_password_reads_stdin_and_prints_a_hash_that_verifie
     users = read_users(f"ann:viewer:{printed}")
     a = dataclasses.replace(access(), users=users)
     assert a.sign_in("ann", "s3cret phrase") is not None
+
+
+def test_outbox_web_preflight_names_a_broken_console_setting() -> None:
+    broken = Settings(secret=SECRET, console_users="ann:admin:")
+    assert problems(broken, ["web"]) == [
+        "OUTBOX_CONSOLE_USERS: ann's role must be viewer or operator"
+    ]
+    assert problems(broken, ["worker"]) == []  # only `outbox web` reads it
+    assert problems(Settings(secret=SECRET, console_users=f"ann:viewer:{HASH}"), ["web"]) == []
