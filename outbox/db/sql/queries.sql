@@ -784,8 +784,8 @@ ORDER BY id DESC LIMIT %(limit)s;
 
 -- console_find_to --
 -- Emails to one address (lower-cased), newest first, below a keyset cursor:
--- sent rows through the recipient index, parked rows through theirs, rows in
--- flight through theirs.
+-- sent rows and parked rows through their recipient indexes, rows in flight
+-- through theirs (read whole: as many as the unsent backlog).
 SELECT * FROM (
     SELECT id, idempotency_key, recipient, template, priority, status, status_reason, attempts,
            created_at, sent_at

@@ -21,3 +21,8 @@ CREATE INDEX IF NOT EXISTS email_outbox_parked_id ON email_outbox (status, id) I
 
 -- The console's suppression list, newest first, a page at a time.
 CREATE INDEX IF NOT EXISTS email_suppression_created ON email_suppression (created_at, address);
+
+-- An address's parked rows (the console's search by address): without it the
+-- search reads every dead, held, failed and suppressed row.
+CREATE INDEX IF NOT EXISTS email_outbox_parked_recipient ON email_outbox (lower(recipient), id)
+    WHERE status IN ('dead', 'held', 'failed', 'suppressed');
