@@ -221,7 +221,11 @@ def _parser() -> argparse.ArgumentParser:  # noqa: PLR0915 (one statement per co
         help="create: send (enqueue, look up with the recipient redacted; the default), "
         "read (look up with the recipient in clear); repeat for both",
     )
-    web = command("web", cmd_web, "the HTTP API, unsubscribe links and bounce webhooks")
+    console = command("console", cmd_console, "the web console's users (see docs/console.md)")
+    console.add_argument("action", choices=["hash-password"])
+    web = command(
+        "web", cmd_web, "the HTTP API, unsubscribe links, bounce webhooks and the console"
+    )
     web.set_defaults(process="web")
     # PORT is the platform's (Heroku-like hosts), not an Outbox setting.
     web.add_argument("--port", type=int, default=int(os.environ.get("PORT") or 8000))
@@ -1000,6 +1004,16 @@ def cmd_templates(settings: Settings, args: argparse.Namespace) -> int:
     print(written.eml)
     if written.html:
         print(written.html)
+    return 0
+
+
+def cmd_console(settings: Settings, args: argparse.Namespace) -> int:
+    """``hash-password``: the argon2 hash of the password on stdin, for OUTBOX_CONSOLE_USERS."""
+    from outbox.web.console_auth import hash_password  # noqa: PLC0415
+
+    # From stdin, so the password is in no shell history or process list.
+    password = sys.stdin.readline().rstrip("\r\n")
+    print(hash_password(password))
     return 0
 
 

@@ -113,6 +113,13 @@ class Settings:
     retention_days: int = 0  # the relay purges finished emails older than this, daily; 0: never
     metrics_auth: str = ""  # `outbox web` serves /metrics: user:password (basic) or a token
     db_pool_max: int = 16  # connections at most in each worker process's pool
+    console_users: str = ""  # /console sign-ins: "name:role:argon2-hash ..." or a file; empty: off
+    console_sso_header: str = ""  # a trusted proxy's header naming the signed-in user; empty: off
+    console_trusted_proxies: str = ""  # addresses (or CIDRs) whose SSO header is believed
+    console_secure_cookie: str = "on"  # off: the session cookie also travels over plain http
+    console_session_seconds: float = 8 * 3600.0  # a console session lasts this long
+    grafana_url: str = ""  # the console links to these when set
+    jaeger_url: str = ""
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
@@ -185,12 +192,35 @@ class Settings:
             raise ConfigError("OUTBOX_API_RATE must be above 0")
         if self.retention_days < 0:
             raise ConfigError("OUTBOX_RETENTION_DAYS must be 0 (keep everything) or more")
+        self._validate_console()
         if self.smtp_plaintext_auth not in {"never", "loopback"}:
             raise ConfigError("OUTBOX_SMTP_PLAINTEXT_AUTH must be never or loopback")
         _check_sender(self.sender)
         self.sender_domain_list()  # raises on an empty entry
         if not self.templates.is_dir():
             raise ConfigError(f"OUTBOX_TEMPLATES: {self.templates} is not a directory")
+
+    @property
+    def console_enabled(self) -> bool:
+        """``/console`` is served only when someone can sign in to it."""
+        return bool(self.console_users or self.console_sso_header)
+
+    def _validate_console(self) -> None:
+        if self.console_secure_cookie not in {"on", "off"}:
+            raise ConfigError("OUTBOX_CONSOLE_SECURE_COOKIE must be on or off")
+        if self.console_session_seconds < 60:
+            raise ConfigError("OUTBOX_CONSOLE_SESSION_SECONDS must be at least 60")
+        if self.console_enabled and not self.secret:
+            raise ConfigError("the console needs OUTBOX_SECRET to sign its sessions")
+        if self.console_sso_header and not self.console_trusted_proxies:
+            raise ConfigError(
+                "OUTBOX_CONSOLE_SSO_HEADER needs OUTBOX_CONSOLE_TRUSTED_PROXIES: anyone else "
+                "could send the header"
+            )
+        for name in ("grafana_url", "jaeger_url"):
+            value = getattr(self, name)
+            if value and not value.startswith(("http://", "https://")):
+                raise ConfigError(f"OUTBOX_{name.upper()} must be an http:// or https:// URL")
 
     @property
     def listen_url(self) -> str:

@@ -24,7 +24,8 @@
     ├── TemplateError            a template could not be rendered
     ├── TransportError           a transport is misconfigured (a refused send is a reply)
     ├── TransportBusy            no send started: the transport is at capacity (not an attempt)
-    └── WebhookError             a webhook body is not an event of its provider
+    ├── WebhookError             a webhook body is not an event of its provider
+    └── InvalidRequest           a console form or link asks for something malformed
 
 An SMTP rejection is not an exception: the transport returns a reply and
 :func:`outbox.delivery.classify.classify` decides what it means.
@@ -130,3 +131,7 @@ class TransportBusy(OutboxError):
 
 class WebhookError(OutboxError, ValueError):
     """The body is not an event of the provider it came for."""
+
+
+class InvalidRequest(OutboxError):
+    """A console request asks for something malformed; nothing was looked up or changed."""

@@ -63,6 +63,13 @@ READERS: dict[str, frozenset[str]] = {
     "retention_days": frozenset({"relay"}),
     "metrics_auth": frozenset({"web"}),
     "db_pool_max": frozenset({"worker"}),
+    "console_users": frozenset({"web"}),
+    "console_sso_header": frozenset({"web"}),
+    "console_trusted_proxies": frozenset({"web"}),
+    "console_secure_cookie": frozenset({"web"}),
+    "console_session_seconds": frozenset({"web"}),
+    "grafana_url": frozenset({"web"}),
+    "jaeger_url": frozenset({"web"}),
     "soft_bounce_limit": frozenset({"web", "bounces"}),
     "bounce_host": frozenset({"bounces"}),
     "bounce_port": frozenset({"bounces"}),
@@ -350,6 +357,14 @@ def _metrics_auth(auth: str) -> None:
         raise ConfigError("OUTBOX_METRICS_AUTH as a bearer token needs 32 characters or more")
 
 
+def _console(settings: Settings) -> None:
+    """A user list or proxy list that cannot be read stops `outbox web` at start."""
+    if settings.console_enabled:
+        from outbox.web.console_auth import Access  # noqa: PLC0415
+
+        Access.from_settings(settings)
+
+
 _CHECKS: dict[str, tuple[Callable[[Settings], None], ...]] = {
     "app": (*COMMON, _database_url, _attachments_dir, _sender_domains),
     "relay": (*COMMON, _database_url, _redis_url, _broker_url),
@@ -362,7 +377,7 @@ _CHECKS: dict[str, tuple[Callable[[Settings], None], ...]] = {
         _message,
         _attachments_dir,
     ),
-    "web": (*COMMON, _database_url, _webhooks),
+    "web": (*COMMON, _database_url, _webhooks, _console),
     "bounces": (*COMMON, _database_url, _bounce_server),
     "metrics": (*COMMON, _database_url, _redis_url),
 }

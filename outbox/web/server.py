@@ -11,7 +11,8 @@ up the row's recipient and adds it to the suppression list with scope
 ``bulk``: newsletters stop, login codes and password resets still arrive. A
 repeated POST answers the same 200. ``GET <link>`` only shows a confirmation
 page, because link scanners and previews fetch every link in a message.
-``GET /healthz`` answers ``ok`` for the platform.
+``GET /healthz`` answers ``ok`` for the platform. ``/console`` is the
+operator console (:mod:`outbox.web.console`), served only when configured.
 """
 
 from __future__ import annotations
@@ -45,6 +46,9 @@ from outbox.feedback.webhook_auth import scrape_authorized
 from outbox.feedback.webhooks import PREFIX as WEBHOOKS
 from outbox.feedback.webhooks import ProviderWebhooks
 from outbox.message import list_unsubscribe as unsubscribe
+from outbox.web.console import CSP as CONSOLE_CSP
+from outbox.web.console import PREFIX as CONSOLE
+from outbox.web.console import Asked, Console
 from outbox.web.emails_api import PREFIX as API
 from outbox.web.emails_api import ApiResponse, EmailsApi
 
@@ -203,9 +207,42 @@ SECURITY_HEADERS = (
 )
 
 
-def asgi_app(app: App) -> Starlette:
+def asgi_app(app: App, console: Console | None = None) -> Starlette:
     """``app`` behind Starlette: each request's database work runs in a worker
     thread of a bounded pool (anyio's, 40 threads), never on the event loop."""
+
+    async def console_endpoint(request: Request) -> StarletteResponse:
+        assert console is not None
+        body = b""
+        if request.method == "POST":
+            read = await _bounded_body(request)
+            if read is None:
+                answer = Response(HTTPStatus.REQUEST_ENTITY_TOO_LARGE, "body too large\n", _TEXT)
+                return _starlette(answer, head=False)
+            body = read
+        asked = Asked(
+            method="GET" if request.method == "HEAD" else request.method,
+            path=request.url.path.removeprefix(CONSOLE) or "/",
+            query=_single(parse_qs(request.url.query)),
+            form=_single(parse_qs(body.decode("utf-8", "replace"))),
+            cookie=request.cookies.get(console.access.cookie_name),
+            client=request.client.host if request.client else None,
+            headers=dict(request.headers.items()),
+        )
+        page = await run_in_threadpool(console.handle, asked)
+        headers = dict(SECURITY_HEADERS)
+        headers["Content-Security-Policy"] = CONSOLE_CSP
+        if page.location:
+            headers["Location"] = page.location
+        if page.cookie:
+            headers["Set-Cookie"] = page.cookie
+        data = page.body.encode("utf-8")
+        return StarletteResponse(
+            b"" if request.method == "HEAD" else data,
+            status_code=int(page.status),
+            headers=headers,
+            media_type="text/html; charset=utf-8",
+        )
 
     async def endpoint(request: Request) -> StarletteResponse:
         if request.url.path.startswith(API):
@@ -256,7 +293,17 @@ def asgi_app(app: App) -> Starlette:
 
     methods = ["GET", "HEAD", "POST", "PUT", "DELETE", "PATCH", "OPTIONS"]
     routes = [Route("/{path:path}", endpoint, methods=methods)]
+    if console is not None:
+        routes[:0] = [
+            Route(CONSOLE, console_endpoint, methods=["GET", "HEAD", "POST"]),
+            Route(CONSOLE + "/{path:path}", console_endpoint, methods=["GET", "HEAD", "POST"]),
+        ]
     return Starlette(routes=routes)
+
+
+def _single(parsed: dict[str, list[str]]) -> dict[str, str]:
+    """One value per field (the first): no console form repeats a name."""
+    return {k: v[0] for k, v in parsed.items() if v}
 
 
 async def _bounded_body(request: Request, limit: int = MAX_BODY) -> bytes | None:
@@ -301,6 +348,7 @@ class _RequestDeadline(H11Protocol):
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
+        _no_delay(transport)
         self._arm()
 
     def data_received(self, data: bytes) -> None:
@@ -332,6 +380,15 @@ class _RequestDeadline(H11Protocol):
             self.transport.close()
 
 
+def _no_delay(transport: asyncio.Transport) -> None:
+    """Send each write at once. A response goes out as headers then body; with
+    Nagle's algorithm the body waits for the ACK of the headers, which the
+    client delays by 40 ms on a keep-alive connection."""
+    sock = transport.get_extra_info("socket")
+    if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+
 class WebServer:
     """``outbox web`` on uvicorn: the socket is bound at once (port 0 works),
     served by :meth:`serve_forever` until :meth:`shutdown`."""
@@ -345,6 +402,7 @@ class WebServer:
         metrics: CollectorRegistry | None = None,
     ) -> None:
         self.app = App(settings, pool, metrics)
+        self.console = Console(settings, pool) if settings.console_enabled else None
         family = socket.AF_INET6 if ":" in host else socket.AF_INET
         self.socket = socket.socket(family, socket.SOCK_STREAM)
         self.socket.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -357,7 +415,7 @@ class WebServer:
             "RequestDeadline", (_RequestDeadline,), {"request_timeout": settings.web_timeout}
         )
         config = uvicorn.Config(
-            asgi_app(self.app),
+            asgi_app(self.app, self.console),
             http=protocol,
             lifespan="off",
             backlog=settings.web_backlog,

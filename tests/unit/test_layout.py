@@ -38,6 +38,9 @@ LAYERS: list[set[str]] = [
         "message.return_path",
         "telemetry.metrics",
         "cli_input",
+        "web.console_auth",
+        "web.console_query",
+        "web.chart",
     },  # pure core
     # I/O edges; validate and fields are pure but for the address library
     {"db", "transports", "message", "pacing", "broker", "telemetry", "validate", "fields"},

@@ -1082,3 +1082,116 @@ WHERE c.relkind = 'r' AND c.relnamespace = current_schema()::regnamespace
   AND c.relname IN ('email_outbox', 'email_attempt', 'email_event', 'email_bounce',
                     'email_key_tombstone', 'email_suppression')
 ORDER BY 1;
+
+-- console_counts --
+-- Rows per status and priority for every status but sent, each part counted
+-- from its partial index (sent rows are the history: console_table_estimate).
+SELECT 'pending', priority, count(*) FROM email_outbox WHERE status = 'pending' GROUP BY 2
+UNION ALL
+SELECT status, priority, count(*) FROM email_outbox
+WHERE status IN ('queued', 'sending') GROUP BY 1, 2
+UNION ALL
+SELECT status, priority, count(*) FROM email_outbox
+WHERE status IN ('dead', 'held', 'failed', 'suppressed') GROUP BY 1, 2
+ORDER BY 1, 2;
+
+-- console_table_estimate --
+-- The planner's row count of email_outbox (kept by autovacuum): counting ten
+-- million sent rows exactly takes seconds.
+SELECT greatest(reltuples, 0)::bigint FROM pg_class WHERE oid = 'email_outbox'::regclass;
+
+-- console_sent_per_minute --
+-- Rows sent in each minute of the last hour (the sent_at index).
+SELECT floor(extract(epoch FROM sent_at) / 60)::bigint AS minute, count(*)
+FROM email_outbox WHERE sent_at > now() - interval '1 hour'
+GROUP BY 1 ORDER BY 1;
+
+-- console_emails --
+-- One page of emails, newest first, below a keyset cursor; each filter is
+-- optional (NULL). Run unprepared, so each plan sees its filters as constants
+-- and a status filter on a parked status uses email_outbox_parked_id.
+SELECT id, idempotency_key, recipient, template, priority, status, status_reason, attempts,
+       created_at, sent_at
+FROM email_outbox
+WHERE id < %(before)s AND id >= %(from_id)s
+  AND (%(status)s::text IS NULL OR status = %(status)s::text)
+  AND (%(priority)s::text IS NULL OR priority = %(priority)s::text)
+  AND (%(template)s::text IS NULL OR template = %(template)s::text)
+  AND (%(since)s::timestamptz IS NULL OR created_at >= %(since)s::timestamptz)
+  AND (%(until)s::timestamptz IS NULL OR created_at < %(until)s::timestamptz)
+ORDER BY id DESC LIMIT %(limit)s;
+
+-- console_id_range --
+-- The lowest and highest row id (the ends of the primary key).
+SELECT min(id), max(id) FROM email_outbox;
+
+-- console_created_at --
+-- When the first row from an id on was enqueued: one step of the search for
+-- the ids a time filter covers.
+SELECT created_at FROM email_outbox WHERE id >= %(id)s ORDER BY id LIMIT 1;
+
+-- console_find --
+-- Emails by row id, idempotency key, Message-ID (with or without its angle
+-- brackets) or the provider's id: each an indexed equality.
+SELECT id, idempotency_key, recipient, template, priority, status, status_reason, attempts,
+       created_at, sent_at
+FROM email_outbox
+WHERE id = %(id)s OR idempotency_key = %(ref)s OR message_id = %(ref)s
+   OR message_id = %(bracketed)s OR provider_message_id = %(ref)s
+ORDER BY id DESC LIMIT %(limit)s;
+
+-- console_find_to --
+-- Emails to one address (lower-cased), newest first, below a keyset cursor:
+-- sent rows and parked rows through their recipient indexes, rows in flight
+-- through theirs (read whole: as many as the unsent backlog).
+SELECT * FROM (
+    SELECT id, idempotency_key, recipient, template, priority, status, status_reason, attempts,
+           created_at, sent_at
+    FROM email_outbox
+    WHERE lower(recipient) = %(address)s AND status = 'sent' AND id < %(before)s
+    UNION ALL
+    SELECT id, idempotency_key, recipient, template, priority, status, status_reason, attempts,
+           created_at, sent_at
+    FROM email_outbox
+    WHERE lower(recipient) = %(address)s AND id < %(before)s
+      AND status IN ('dead', 'held', 'failed', 'suppressed')
+    UNION ALL
+    SELECT id, idempotency_key, recipient, template, priority, status, status_reason, attempts,
+           created_at, sent_at
+    FROM email_outbox
+    WHERE lower(recipient) = %(address)s AND id < %(before)s
+      AND status IN ('pending', 'queued', 'sending')
+) AS found
+ORDER BY id DESC LIMIT %(limit)s;
+
+-- console_email --
+-- One email whole, for its page.
+SELECT id, idempotency_key, recipient, template, params, message_id, priority, status,
+       status_reason, attempts, next_attempt_at, locked_by, locked_at, last_error,
+       provider_message_id, created_at, queued_at, sent_at, failed_at, requeued_at,
+       bounce_class, bounced_at, trace_context, template_version, sender
+FROM email_outbox WHERE id = %(id)s;
+
+-- console_templates --
+-- The template names in use (for the filter), from the newest rows.
+SELECT DISTINCT template FROM (
+    SELECT template FROM email_outbox ORDER BY id DESC LIMIT 5000
+) AS recent ORDER BY 1;
+
+-- console_audit_add --
+-- One console action: who, what, when, why.
+INSERT INTO console_audit (actor, role, action, target, reason, detail)
+VALUES (%(actor)s, %(role)s, %(action)s, %(target)s, %(reason)s, %(detail)s)
+RETURNING id;
+
+-- console_audit_list --
+-- Console actions, newest first, below a keyset cursor.
+SELECT id, at, actor, role, action, target, reason, detail
+FROM console_audit WHERE id < %(before)s ORDER BY id DESC LIMIT %(limit)s;
+
+-- console_suppressions --
+-- Suppressed addresses, newest first, below a (created_at, address) cursor.
+SELECT address, scope, reason, detail, source_bounce_id, created_at
+FROM email_suppression
+WHERE (created_at, address) < (%(before_at)s::timestamptz, %(before_address)s::text)
+ORDER BY created_at DESC, address DESC LIMIT %(limit)s;
