@@ -136,7 +136,8 @@ def test_an_index_left_invalid_by_an_interrupted_build_is_rebuilt(empty_url: str
             "SELECT indisvalid FROM pg_index WHERE indexrelid = 'email_outbox_unsent_age'::regclass"
         ).fetchone() == (False,)
 
-    assert "0007_unsent_age" in _migrate(empty_url)
+    # Up to the migration that builds it (a later one replaces it by another).
+    assert "0007_unsent_age" in _migrate(empty_url, upto=7)
 
     with psycopg.connect(empty_url) as conn:
         valid, definition = conn.execute(

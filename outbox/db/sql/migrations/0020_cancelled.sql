@@ -1,7 +1,10 @@
+-- outbox:no-transaction
 -- A new status: `cancelled`, an email called off before any attempt (outbox.cancel).
--- NOT VALID: the new check is looser than the old one, so every stored row
--- passes it, and there is no need to scan the table under its lock.
-ALTER TABLE email_outbox DROP CONSTRAINT email_outbox_status_check;
-ALTER TABLE email_outbox ADD CONSTRAINT email_outbox_status_check
+-- The check is swapped in one statement (no moment without one), NOT VALID so
+-- the table is not scanned under its lock; the validation after it scans with
+-- a lock that lets enqueues and sends go on.
+ALTER TABLE email_outbox DROP CONSTRAINT IF EXISTS email_outbox_status_check,
+    ADD CONSTRAINT email_outbox_status_check
     CHECK (status IN ('pending', 'queued', 'sending', 'sent', 'failed', 'dead', 'held', 'suppressed',
                       'cancelled')) NOT VALID;
+ALTER TABLE email_outbox VALIDATE CONSTRAINT email_outbox_status_check;
