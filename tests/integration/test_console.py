@@ -501,3 +501,19 @@ def test_an_address_search_pages_on_without_the_address_in_any_url(
     rest = [int(i) for i in re.findall(r'href="/console/emails/(\d+)">\d+<', second)]
     assert rest == sorted(ids, reverse=True)[50:]
     assert "carol" not in "".join(re.findall(r'href="([^"]*)"', first + second))
+
+
+def test_after_ten_failed_sign_ins_even_the_right_password_waits(running: Running) -> None:
+    client = running.client()
+    token = csrf_of(client.get("/console/login").text)
+    for _ in range(10):
+        wrong = client.post(
+            "/console/login", data={"csrf": token, "name": "olga", "password": "guess"}
+        )
+        assert wrong.status_code == 401
+    right = client.post(
+        "/console/login", data={"csrf": token, "name": OPERATOR[0], "password": OPERATOR[1]}
+    )
+    assert right.status_code == 429
+    assert "Too many failed sign-ins" in right.text
+    assert client.get("/console/").status_code == 303
