@@ -193,7 +193,9 @@ class Console:
                 HTTPStatus.FORBIDDEN, self._bare("Refused", "Reload the sign-in page and retry.")
             )
         name = asked.form.get("name", "").strip()
-        keys = (f"name:{name}", f"client:{asked.client}")
+        # Per name only: behind a proxy every client has the proxy's address, and
+        # a limit per address would let anyone lock everyone out.
+        keys = (f"name:{name}",)
         with self._limiter_lock:
             allowed = self.limiter.allowed(keys)
         if not allowed:

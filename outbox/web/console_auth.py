@@ -247,9 +247,9 @@ def _fernet(secret: str) -> Fernet:
 
 @dataclass
 class SignInLimiter:
-    """At most ``failures`` failed sign-ins per name and per client address in
-    ``window`` seconds; past that, sign-in is refused without checking the
-    password until the oldest failure ages out (in this process's memory)."""
+    """At most ``failures`` failed sign-ins per key (a name) in ``window``
+    seconds; past that, sign-in is refused without checking the password
+    until the oldest failure ages out (in this process's memory)."""
 
     failures: int = 10
     window: float = 900.0

@@ -205,7 +205,7 @@ def test_outbox_web_preflight_names_a_broken_console_setting() -> None:
     assert problems(Settings(secret=SECRET, console_users=f"ann:viewer:{HASH}"), ["web"]) == []
 
 
-def test_failed_sign_ins_are_limited_per_name_and_client_for_a_window() -> None:
+def test_failed_sign_ins_are_limited_per_key_for_a_window() -> None:
     limiter = SignInLimiter(failures=3, window=60.0)
     keys = ("name:ann", "client:10.0.0.1")
     for second in range(3):
