@@ -16,6 +16,7 @@ import datetime as dt
 import email
 import email.policy
 import logging
+import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -37,7 +38,7 @@ from outbox.telemetry.tracing import trace_id_of
 from outbox.validate import normalize_address
 from outbox.web import console_query as q
 from outbox.web.chart import sends_chart
-from outbox.web.console_auth import Access, Role, Session, User
+from outbox.web.console_auth import Access, Role, Session, SignInLimiter, User
 
 log = logging.getLogger(__name__)
 
@@ -83,6 +84,8 @@ class Console:
         self.settings = settings
         self.pool = pool
         self.access = Access.from_settings(settings)
+        self.limiter = SignInLimiter()
+        self._limiter_lock = threading.Lock()
         self.redactor = redact.Redactor.from_settings(settings)
         self.pages = jinja2.Environment(
             loader=jinja2.FileSystemLoader(_PAGES),
@@ -190,8 +193,20 @@ class Console:
                 HTTPStatus.FORBIDDEN, self._bare("Refused", "Reload the sign-in page and retry.")
             )
         name = asked.form.get("name", "").strip()
+        # Per name only: behind a proxy every client has the proxy's address, and
+        # a limit per address would let anyone lock everyone out.
+        keys = (f"name:{name}",)
+        with self._limiter_lock:
+            allowed = self.limiter.allowed(keys)
+        if not allowed:
+            body = self._render(
+                "login.html", None, session, error="Too many failed sign-ins: try again later."
+            )
+            return Answer(HTTPStatus.TOO_MANY_REQUESTS, body)
         user = self.access.sign_in(name, asked.form.get("password", ""))
         if user is None:
+            with self._limiter_lock:
+                self.limiter.failed(keys)
             log.info("console sign-in refused")  # the name may be a password typed in the wrong box
             body = self._render("login.html", None, session, error="Wrong name or password.")
             return Answer(HTTPStatus.UNAUTHORIZED, body)

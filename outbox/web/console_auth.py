@@ -18,7 +18,8 @@ import json
 import re
 import secrets
 import time
-from dataclasses import dataclass
+from collections import deque
+from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
 
@@ -242,3 +243,32 @@ class Access:
 def _fernet(secret: str) -> Fernet:
     key = bytes.fromhex(keyed_digest(secret, SEAL_PURPOSE, "fernet"))
     return Fernet(base64.urlsafe_b64encode(key))
+
+
+@dataclass
+class SignInLimiter:
+    """At most ``failures`` failed sign-ins per key (a name) in ``window``
+    seconds; past that, sign-in is refused without checking the password
+    until the oldest failure ages out (in this process's memory)."""
+
+    failures: int = 10
+    window: float = 900.0
+    _seen: dict[str, deque[float]] = field(default_factory=dict)
+
+    def allowed(self, keys: tuple[str, ...], *, now: float | None = None) -> bool:
+        at = time.monotonic() if now is None else now
+        return all(len(self._recent(key, at)) < self.failures for key in keys)
+
+    def failed(self, keys: tuple[str, ...], *, now: float | None = None) -> None:
+        at = time.monotonic() if now is None else now
+        for key in keys:
+            self._recent(key, at).append(at)
+        if len(self._seen) > 10_000:  # forget keys whose failures all aged out
+            for key in [k for k, v in self._seen.items() if not v or v[-1] <= at - self.window]:
+                del self._seen[key]
+
+    def _recent(self, key: str, at: float) -> deque[float]:
+        times = self._seen.setdefault(key, deque())
+        while times and times[0] <= at - self.window:
+            times.popleft()
+        return times

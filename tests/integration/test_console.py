@@ -467,3 +467,53 @@ def test_a_time_filter_lists_the_emails_enqueued_in_it(console: Settings, runnin
     shown = [int(i) for i in re.findall(r'href="/console/emails/(\d+)">\d+<', page)]
     # ids[2] (3 days ago), ids[3] (2 days) and ids[5] (1 day and 30 minutes ago).
     assert shown == [ids[5], ids[3], ids[2]]
+
+
+def test_the_trace_id_links_to_jaeger(console: Settings, running: Running) -> None:
+    outbox_id = add_login(console, "traced-1", CAROL)
+    trace = "4bf92f3577b34da6a3ce929d0e0e4736"
+    query(
+        console,
+        "UPDATE email_outbox SET trace_context = %s WHERE id = %s RETURNING id",
+        f"00-{trace}-00f067aa0ba902b7-01",
+        outbox_id,
+    )
+    client = signed_in(running, VIEWER)
+    page = client.get(f"/console/emails/{outbox_id}").text
+    assert f'href="http://jaeger.test:16686/trace/{trace}"' in page
+    assert 'href="http://jaeger.test:16686"' in client.get("/console/").text
+
+
+def test_an_address_search_pages_on_without_the_address_in_any_url(
+    console: Settings, running: Running
+) -> None:
+    ids = [add_login(console, f"many-{i}", CAROL) for i in range(55)]
+    query(console, "UPDATE email_outbox SET status = 'sent' RETURNING id")
+    client = signed_in(running, OPERATOR)
+    token = csrf_of(client.get("/console/").text)
+    first = client.post("/console/emails", data={"csrf": token, "q": CAROL}).text
+    shown = [int(i) for i in re.findall(r'href="/console/emails/(\d+)">\d+<', first)]
+    assert shown == sorted(ids, reverse=True)[:50]
+    form = dict(re.findall(r'<input type="hidden" name="(\w+)" value="([^"]+)">', first))
+    assert set(form) >= {"csrf", "before", "sealed_q"}
+    assert "carol" not in form["sealed_q"]
+    second = client.post("/console/emails", data=form).text
+    rest = [int(i) for i in re.findall(r'href="/console/emails/(\d+)">\d+<', second)]
+    assert rest == sorted(ids, reverse=True)[50:]
+    assert "carol" not in "".join(re.findall(r'href="([^"]*)"', first + second))
+
+
+def test_after_ten_failed_sign_ins_even_the_right_password_waits(running: Running) -> None:
+    client = running.client()
+    token = csrf_of(client.get("/console/login").text)
+    for _ in range(10):
+        wrong = client.post(
+            "/console/login", data={"csrf": token, "name": "olga", "password": "guess"}
+        )
+        assert wrong.status_code == 401
+    right = client.post(
+        "/console/login", data={"csrf": token, "name": OPERATOR[0], "password": OPERATOR[1]}
+    )
+    assert right.status_code == 429
+    assert "Too many failed sign-ins" in right.text
+    assert client.get("/console/").status_code == 303

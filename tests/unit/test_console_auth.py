@@ -12,7 +12,14 @@ from outbox.cli import main
 from outbox.config import Settings
 from outbox.errors import ConfigError
 from outbox.preflight import problems
-from outbox.web.console_auth import Access, Role, hash_password, parse_networks, read_users
+from outbox.web.console_auth import (
+    Access,
+    Role,
+    SignInLimiter,
+    hash_password,
+    parse_networks,
+    read_users,
+)
 from tests.keys import OTHER_SECRET, SECRET
 
 HASH = hash_password("correct horse")
@@ -196,3 +203,16 @@ def test_outbox_web_preflight_names_a_broken_console_setting() -> None:
     ]
     assert problems(broken, ["worker"]) == []  # only `outbox web` reads it
     assert problems(Settings(secret=SECRET, console_users=f"ann:viewer:{HASH}"), ["web"]) == []
+
+
+def test_failed_sign_ins_are_limited_per_key_for_a_window() -> None:
+    limiter = SignInLimiter(failures=3, window=60.0)
+    keys = ("name:ann", "client:10.0.0.1")
+    for second in range(3):
+        assert limiter.allowed(keys, now=float(second))
+        limiter.failed(keys, now=float(second))
+    assert not limiter.allowed(keys, now=10.0)
+    assert not limiter.allowed(("name:bob", "client:10.0.0.1"), now=10.0)  # the same client
+    assert not limiter.allowed(("name:ann", "client:10.0.0.2"), now=10.0)  # the same name
+    assert limiter.allowed(("name:bob", "client:10.0.0.2"), now=10.0)
+    assert limiter.allowed(keys, now=60.5)  # the first failure aged out
