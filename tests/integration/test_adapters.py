@@ -443,7 +443,8 @@ def test_async_many_transactions_racing_for_one_key_get_one_email(
 SEND_AT = dt.datetime(2099, 1, 1, 9, 0, tzinfo=dt.UTC)
 FIELDS_ROW = (
     "SELECT to_jsonb(o) - 'id' - 'created_at' - 'next_attempt_at' - 'status_reason'"
-    " - 'locked_by', next_attempt_at = send_at FROM email_outbox o ORDER BY idempotency_key"
+    " - 'locked_by' - 'trace_context', next_attempt_at = send_at"
+    " FROM email_outbox o ORDER BY idempotency_key"
 )
 FILES_AND_EVENTS = (
     "SELECT o.idempotency_key, b.sha256, b.content FROM email_attachment_use u"
