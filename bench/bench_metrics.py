@@ -151,7 +151,7 @@ def traffic(settings: Settings, n: int) -> None:
                                     "final_reply", 250, "2.0.0", "2.0.0 Ok", 12.0)
                 for r in rows
             ]  # fmt: skip
-            store.record_results(conn, "bench:1", records)
+            store.record_results(conn, [("bench:1", r) for r in records])
             conn.commit()
 
 

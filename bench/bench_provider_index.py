@@ -106,7 +106,7 @@ def one_round(url: str, n: int, indexed: bool) -> tuple[float, list[float]]:
         started = time.perf_counter()
         for batch in batches:
             t0 = time.perf_counter()
-            store.record_results(conn, WORKER, results(batch))
+            store.record_results(conn, [(WORKER, r) for r in results(batch)])
             conn.commit()
             latencies.append((time.perf_counter() - t0) * 1000)
         return n / (time.perf_counter() - started), latencies

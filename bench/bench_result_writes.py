@@ -60,7 +60,7 @@ class BatchDelivery(Delivery):
             assert isinstance(result, store.AttemptRecord)
             records.append(result)
         with self.pool.connection() as conn:
-            store.record_results(conn, worker, records)
+            store.record_results(conn, [(worker, r) for r in records])
 
 
 # Accept from loopback for any domain, queue (and fsync) it, then throw it away.

@@ -490,18 +490,6 @@ def take_for_sending(conn: Conn, ids: Sequence[int], worker: str) -> list[Outbox
     return [OutboxRow(*r) for r in rows]
 
 
-def record_results(conn: Conn, worker: str, results: Sequence[AttemptRecord]) -> set[int]:
-    """Store attempts and row states; returns the ids whose row was still ours."""
-    # orjson writes dataclasses natively; the texts came from a peer and may hold
-    # what Postgres cannot store.
-    results_json = orjson.dumps([_storable_attempt(r) for r in results]).decode()
-    with translate_errors():
-        rows = conn.execute(
-            queries["record_results"], {"results": results_json, "worker": worker}
-        ).fetchall()
-    return {r[0] for r in rows}
-
-
 def release_unattempted(conn: Conn, ids: Sequence[int], worker: str, reason: str) -> None:
     args = {"ids": list(ids), "worker": worker, "reason": reason}
     with translate_errors():
@@ -1057,15 +1045,15 @@ class Unattempted:
     delay_seconds: float
 
 
-def record_results_each(conn: Conn, results: Sequence[tuple[str, AttemptRecord]]) -> set[int]:
-    """:func:`record_results` for results of several workers: (worker, record) pairs."""
+def record_results(conn: Conn, results: Sequence[tuple[str, AttemptRecord]]) -> set[int]:
+    """Store (worker, attempt) pairs and their rows' states; the ids still the worker's."""
     rows = [
         {**_record_fields(_storable_attempt(record)), "worker": worker}
         for worker, record in results
     ]
     with translate_errors():
         found = conn.execute(
-            queries["record_results_each"], {"results": orjson.dumps(rows).decode()}
+            queries["record_results"], {"results": orjson.dumps(rows).decode()}
         ).fetchall()
     return {r[0] for r in found}
 

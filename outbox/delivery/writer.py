@@ -5,7 +5,7 @@ A worker thread hands each result over the moment its reply arrives
 that message's end-of-data dot, and at the end of its batch, it waits for its
 earlier results (:meth:`ResultWriter.wait`). One writer thread per process
 writes whatever has been handed over, its own threads' results together, in
-one statement (:func:`outbox.db.store.record_results_each`, and
+one statement (:func:`outbox.db.store.record_results`, and
 :func:`outbox.db.store.return_unattempted` for rows handed back), and starts
 the next write as soon as one ends: group commit without a timer, so a result
 waits for at most the write in progress and its own, and under load the writes
@@ -155,7 +155,7 @@ class ResultWriter:
                     # Autocommit: each statement is one round trip; what one wrote
                     # is not written again when the next one's connection fails.
                     if records:
-                        kept = store.record_results_each(conn, records)
+                        kept = store.record_results(conn, records)
                         records = []
                     if returned:
                         statuses = store.return_unattempted(

@@ -288,51 +288,6 @@ RETURNING id, idempotency_key, recipient, template, params, message_id, priority
           coalesce(headers, '[]'), coalesce(tags, '{}'), coalesce(metadata, '{}'),
           coalesce(cc, '{}'), coalesce(bcc, '{}'), locale, coalesce(attachments, '[]');
 
--- record_results --
--- Store each attempt and its row's new state in one statement. The attempt is
--- kept even when the row is no longer ours (the sweeper took it back). The
--- results arrive as one JSON array: far cheaper to send than a dozen arrays.
-WITH results AS (
-    SELECT * FROM jsonb_to_recordset(%(results)s::jsonb) AS r(
-        id bigint, attempt int, status text, reason text, delay_seconds float8,
-        provider_message_id text, verdict text, stage text, reply_code int,
-        enhanced_status text, reply_text text, duration_ms float8, transport text,
-        recipients jsonb, suppress boolean)
-), updated AS (
-    UPDATE email_outbox o
-    SET status = r.status,
-        status_reason = r.reason,
-        next_attempt_at = CASE WHEN r.status = 'pending'
-                               THEN now() + make_interval(secs => r.delay_seconds)
-                               ELSE o.next_attempt_at END,
-        last_error = CASE WHEN r.status = 'sent' THEN o.last_error ELSE r.reason END,
-        provider_message_id = coalesce(r.provider_message_id, o.provider_message_id),
-        sent_at = CASE WHEN r.status = 'sent' THEN now() ELSE o.sent_at END,
-        failed_at = CASE WHEN r.status IN ('failed', 'dead') THEN now() ELSE o.failed_at END,
-        locked_by = NULL, locked_at = NULL
-    FROM results r
-    WHERE o.id = r.id AND o.status = 'sending' AND o.locked_by = %(worker)s
-    RETURNING o.id
-), attempts AS (
-    INSERT INTO email_attempt (outbox_id, attempt, verdict, stage, reply_code, enhanced_status,
-                               reply_text, duration_ms, worker, transport, recipients)
-    SELECT id, attempt, verdict, stage, reply_code, enhanced_status, reply_text, duration_ms,
-           %(worker)s, transport, recipients
-    FROM results
-), rejected AS (
-    -- A recipient refused at RCPT TO as non-existent (5.1.1 ...) is suppressed
-    -- as a hard bounce would suppress it: the refusal came in our own session.
-    INSERT INTO email_suppression (address, scope, reason, detail)
-    SELECT DISTINCT ON (lower(o.recipient)) lower(o.recipient), 'all', 'hard_bounce',
-           'refused at RCPT TO: ' || coalesce(r.enhanced_status, r.reply_code::text)
-    FROM results r JOIN email_outbox o ON o.id = r.id
-    WHERE r.suppress
-    ON CONFLICT (address) DO UPDATE
-    SET scope = 'all', reason = excluded.reason, detail = excluded.detail, created_at = now()
-    WHERE email_suppression.scope <> 'all'
-)
-SELECT id FROM updated;
-
 -- release_unattempted --
 -- Hand back rows a worker took but never tried (shutdown, deadline); the
 -- attempt they were charged is refunded. Rows handed back or swept keep their
@@ -823,9 +778,12 @@ SELECT transport, state, failures, opened_at, retry_at, probe_by, probe_until, l
        extract(epoch FROM now() - changed_at)::float8
 FROM outbox_breaker ORDER BY transport;
 
--- record_results_each --
--- record_results for results of several workers (threads) in one statement:
--- each result names the worker that holds its row.
+-- record_results --
+-- Store each attempt and its row's new state in one statement, for results of
+-- several workers (threads): each result names the worker that holds its row.
+-- The attempt is kept even when the row is no longer ours (the sweeper took it
+-- back). The results arrive as one JSON array: far cheaper to send than a
+-- dozen arrays.
 WITH results AS (
     SELECT * FROM jsonb_to_recordset(%(results)s::jsonb) AS r(
         id bigint, attempt int, status text, reason text, delay_seconds float8,
