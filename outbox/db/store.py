@@ -1307,6 +1307,7 @@ class EmailFilter:
     template: str | None = None
     since: dt.datetime | None = None
     until: dt.datetime | None = None
+    tag: str | None = None  # one of the email's tags (a scan, like the template filter)
 
 
 _NO_CURSOR = 2**63 - 1  # above every id

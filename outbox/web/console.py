@@ -602,6 +602,7 @@ def _matches(row: dict[str, Any], filters: q.Filters) -> bool:
         lambda: filters.status is None or row["status"] == filters.status,
         lambda: filters.priority is None or row["priority"] == filters.priority,
         lambda: filters.template is None or row["template"] == filters.template,
+        lambda: filters.tag is None or filters.tag in (row.get("tags") or ()),
         lambda: filters.since is None or row["created_at"] >= filters.since,
         lambda: filters.until is None or row["created_at"] < filters.until,
     ]

@@ -24,6 +24,7 @@ MAX_REF = 998  # the longest line of a message: no key, id or address is longer
 TIME_SLACK = dt.timedelta(hours=1)
 _ADDRESS = re.compile(r"[^@\s<>]+@[^@\s<>]+\.[^@\s<>]+")
 _TEMPLATE = re.compile(r"[\w.-]{1,200}")
+_TAG = re.compile(r"[A-Za-z0-9_-]{1,64}")  # as enqueue takes them (outbox.fields.labels)
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,6 +34,7 @@ class Filters:
     template: str | None = None
     since: dt.datetime | None = None
     until: dt.datetime | None = None
+    tag: str | None = None
 
     def as_query(self) -> dict[str, str]:
         """The filters as form fields, for the next page's link."""
@@ -42,6 +44,7 @@ class Filters:
             "template": self.template,
             "since": _local(self.since),
             "until": _local(self.until),
+            "tag": self.tag,
         }
         return {k: v for k, v in values.items() if v}
 
@@ -76,7 +79,10 @@ def parse_filters(form: Mapping[str, str]) -> Filters:
     until = parse_time(form.get("until", ""), "until")
     if since and until and since >= until:
         raise InvalidRequest("'since' must be before 'until'")
-    return Filters(status, priority, template, since, until)
+    tag = form.get("tag", "").strip() or None
+    if tag is not None and not _TAG.fullmatch(tag):
+        raise InvalidRequest("a tag is up to 64 ASCII letters, digits, _ or -")
+    return Filters(status, priority, template, since, until, tag)
 
 
 def parse_time(raw: str, name: str) -> dt.datetime | None:

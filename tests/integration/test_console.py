@@ -8,8 +8,10 @@ import re
 from collections.abc import Iterator
 
 import httpx
+import psycopg
 import pytest
 
+from outbox import enqueue
 from outbox.config import Settings
 from outbox.db import store
 from outbox.errors import ConfigError
@@ -25,7 +27,7 @@ from tests.integration.console_run import (
     signed_in,
     web,
 )
-from tests.integration.helpers import add_login, harness, pool, query
+from tests.integration.helpers import LOGIN, add_login, harness, pool, query
 from tests.keys import OTHER_SECRET, SECRET
 
 CAROL = "carol.customer@example.com"
@@ -467,6 +469,40 @@ def test_a_time_filter_lists_the_emails_enqueued_in_it(console: Settings, runnin
     shown = [int(i) for i in re.findall(r'href="/console/emails/(\d+)">\d+<', page)]
     # ids[2] (3 days ago), ids[3] (2 days) and ids[5] (1 day and 30 minutes ago).
     assert shown == [ids[5], ids[3], ids[2]]
+
+
+def test_the_tag_filter_lists_only_the_emails_enqueued_with_that_tag(
+    console: Settings, running: Running
+) -> None:
+    plain = add_login(console, "untagged", "u@example.com")
+    tagged = []
+    with psycopg.connect(console.database_url) as conn:
+        for i, tags in enumerate((["receipt"], ["receipt", "eu"], ["invoice"])):
+            tagged.append(
+                enqueue(
+                    conn,
+                    idempotency_key=f"tagged-{i}",
+                    to=f"t{i}@example.com",
+                    template="login_code",
+                    params=LOGIN,
+                    tags=tags,
+                    settings=console,
+                ).id
+            )
+        conn.commit()
+    client = signed_in(running, OPERATOR)
+    page = client.get("/console/emails", params={"tag": "receipt"}).text
+    shown = [int(i) for i in re.findall(r'href="/console/emails/(\d+)">\d+<', page)]
+    assert shown == [tagged[1], tagged[0]]
+    assert plain not in shown
+    # With a search, the tag narrows what the reference found.
+    token = csrf_of(client.get("/console/").text)
+    found = client.post(
+        "/console/emails", data={"csrf": token, "q": "tagged-2", "tag": "receipt"}
+    ).text
+    assert f'href="/console/emails/{tagged[2]}"' not in found
+    refused = client.get("/console/emails", params={"tag": "no spaces"})
+    assert refused.status_code == 400
 
 
 def test_the_trace_id_links_to_jaeger(console: Settings, running: Running) -> None:

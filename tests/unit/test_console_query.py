@@ -120,3 +120,12 @@ def test_a_time_filter_widens_to_ids_enqueued_within_the_slack() -> None:
     assert id_window(Filters(), 1, 1000, lookup) == (0, None)  # type: ignore[arg-type]
     first, end = id_window(Filters(since=since), 1, 1000, lookup)  # type: ignore[arg-type]
     assert (first, end) == (440, None)
+
+
+def test_a_tag_filter_takes_a_label_as_enqueue_does() -> None:
+    assert parse_filters({"tag": " receipt "}).tag == "receipt"
+    assert parse_filters({"tag": "receipt"}).as_query() == {"tag": "receipt"}
+    assert parse_filters({"tag": ""}).tag is None
+    for bad in ("two words", "x" * 65, "ümlaut", "a'b"):
+        with pytest.raises(InvalidRequest):
+            parse_filters({"tag": bad})

@@ -1069,12 +1069,13 @@ GROUP BY 1 ORDER BY 1;
 -- optional (NULL). Run unprepared, so each plan sees its filters as constants
 -- and a status filter on a parked status uses email_outbox_parked_id.
 SELECT id, idempotency_key, recipient, template, priority, status, status_reason, attempts,
-       created_at, sent_at
+       created_at, sent_at, tags
 FROM email_outbox
 WHERE id < %(before)s AND id >= %(from_id)s
   AND (%(status)s::text IS NULL OR status = %(status)s::text)
   AND (%(priority)s::text IS NULL OR priority = %(priority)s::text)
   AND (%(template)s::text IS NULL OR template = %(template)s::text)
+  AND (%(tag)s::text IS NULL OR %(tag)s::text = ANY(tags))
   AND (%(since)s::timestamptz IS NULL OR created_at >= %(since)s::timestamptz)
   AND (%(until)s::timestamptz IS NULL OR created_at < %(until)s::timestamptz)
 ORDER BY id DESC LIMIT %(limit)s;
@@ -1092,7 +1093,7 @@ SELECT created_at FROM email_outbox WHERE id >= %(id)s ORDER BY id LIMIT 1;
 -- Emails by row id, idempotency key, Message-ID (with or without its angle
 -- brackets) or the provider's id: each an indexed equality.
 SELECT id, idempotency_key, recipient, template, priority, status, status_reason, attempts,
-       created_at, sent_at
+       created_at, sent_at, tags
 FROM email_outbox
 WHERE id = %(id)s OR idempotency_key = %(ref)s OR message_id = %(ref)s
    OR message_id = %(bracketed)s OR provider_message_id = %(ref)s
@@ -1104,18 +1105,18 @@ ORDER BY id DESC LIMIT %(limit)s;
 -- through theirs (read whole: as many as the unsent backlog).
 SELECT * FROM (
     SELECT id, idempotency_key, recipient, template, priority, status, status_reason, attempts,
-           created_at, sent_at
+           created_at, sent_at, tags
     FROM email_outbox
     WHERE lower(recipient) = %(address)s AND status = 'sent' AND id < %(before)s
     UNION ALL
     SELECT id, idempotency_key, recipient, template, priority, status, status_reason, attempts,
-           created_at, sent_at
+           created_at, sent_at, tags
     FROM email_outbox
     WHERE lower(recipient) = %(address)s AND id < %(before)s
       AND status IN ('dead', 'held', 'failed', 'suppressed')
     UNION ALL
     SELECT id, idempotency_key, recipient, template, priority, status, status_reason, attempts,
-           created_at, sent_at
+           created_at, sent_at, tags
     FROM email_outbox
     WHERE lower(recipient) = %(address)s AND id < %(before)s
       AND status IN ('pending', 'queued', 'sending')
