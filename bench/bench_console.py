@@ -14,14 +14,14 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import datetime as dt
-import os
 import re
 import statistics
+import sys
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
+from pathlib import Path
 
 import httpx
 import psycopg
@@ -32,7 +32,9 @@ from outbox.db.sql import queries
 from outbox.web.console_auth import hash_password
 from outbox.web.server import make_server
 
-ADMIN_URL = os.environ.get("DATABASE_URL") or "postgresql://postgres@127.0.0.1:5432/postgres"
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run as a script too
+from bench.run import database
+
 SECRET = "bench-" + uuid.uuid4().hex + uuid.uuid4().hex
 PASSWORD = "bench-operator-password"
 PARKED_RECIPIENT = "email_outbox_parked_recipient"
@@ -64,21 +66,6 @@ CROSS JOIN LATERAL (SELECT CASE WHEN g %% 1000 < 5 THEN 'dead' WHEN g %% 1000 < 
                                 ELSE 'sent' END AS status,
                            CASE WHEN g %% 1000 < 5 THEN 8 ELSE 1 END AS attempts) AS s
 """
-
-
-@contextmanager
-def scratch_database() -> Iterator[str]:
-    name = f"outbox_bench_console_{uuid.uuid4().hex[:8]}"
-    with psycopg.connect(ADMIN_URL, autocommit=True) as admin:
-        admin.execute(f'CREATE DATABASE "{name}"')
-    url = ADMIN_URL.rsplit("/", 1)[0] + f"/{name}"
-    try:
-        with psycopg.connect(url) as conn:
-            store.migrate(conn)
-        yield url
-    finally:
-        with psycopg.connect(ADMIN_URL, autocommit=True) as admin:
-            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 def fill(url: str, rows: int) -> float:
@@ -127,14 +114,8 @@ def plans(url: str) -> list[tuple[str, str]]:
     """Which index each list query uses (the first line of its plan naming one)."""
     with psycopg.connect(url) as conn:
         (top,) = conn.execute("SELECT max(id) FROM email_outbox").fetchone()  # type: ignore[misc]
-        none = {
-            "status": None,
-            "priority": None,
-            "template": None,
-            "since": None,
-            "until": None,
-            "from_id": 0,
-        }
+        # Every filter off, from the filters the store takes (so a new one is off too).
+        none = {**dataclasses.asdict(store.EmailFilter()), "from_id": 0}
         cases = [
             ("console_emails", {**none, "before": 2**63 - 1, "limit": 50}),
             ("console_emails", {**none, "status": "dead", "before": 2**63 - 1, "limit": 50}),
@@ -187,7 +168,7 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=1_000_000)
     parser.add_argument("--repeat", type=int, default=40)
     args = parser.parse_args()
-    with scratch_database() as url:
+    with database("console") as url:
         print(f"filling {args.rows:,} rows")
         seconds = fill(url, args.rows)
         print(f"filled in {seconds:.0f} s ({args.rows / seconds:,.0f} rows/s)")

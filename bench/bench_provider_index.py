@@ -12,20 +12,20 @@ on fresh rows in a scratch database:
 from __future__ import annotations
 
 import argparse
-import os
 import secrets
 import statistics
+import sys
 import time
-import uuid
-from collections.abc import Iterator
-from contextlib import contextmanager
+from pathlib import Path
 
 import psycopg
 
 from outbox import enqueue_many
 from outbox.db import store
 
-ADMIN_URL = os.environ.get("DATABASE_URL") or "postgresql://postgres@127.0.0.1:5432/postgres"
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run as a script too
+from bench.run import database
+
 INDEX = "email_outbox_provider_message_id"
 CREATE_INDEX = (
     f"CREATE INDEX {INDEX} ON email_outbox (provider_message_id) "
@@ -34,21 +34,6 @@ CREATE_INDEX = (
 NEWS = {"name": "R", "title": "News", "intro": "Hi", "url": "https://x.example"}
 WORKER = "bench-worker"
 BATCH = 25
-
-
-@contextmanager
-def scratch_database() -> Iterator[str]:
-    name = f"outbox_bench_index_{uuid.uuid4().hex[:8]}"
-    with psycopg.connect(ADMIN_URL, autocommit=True) as admin:
-        admin.execute(f'CREATE DATABASE "{name}"')
-    url = ADMIN_URL.rsplit("/", 1)[0] + f"/{name}"
-    try:
-        with psycopg.connect(url) as conn:
-            store.migrate(conn)
-        yield url
-    finally:
-        with psycopg.connect(ADMIN_URL, autocommit=True) as admin:
-            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 def fresh_rows(conn: psycopg.Connection[tuple[object, ...]], n: int) -> list[int]:
@@ -118,7 +103,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
     figures: dict[bool, list[tuple[float, list[float]]]] = {True: [], False: []}
-    with scratch_database() as url:
+    with database("index") as url:
         for _ in range(args.rounds):
             for indexed in (False, True):
                 figures[indexed].append(one_round(url, args.rows, indexed))

@@ -15,12 +15,10 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-import os
+import sys
 import threading
 import time
-import uuid
-from collections.abc import Iterator
-from contextlib import contextmanager
+from pathlib import Path
 
 import psycopg
 
@@ -28,23 +26,10 @@ from outbox import enqueue
 from outbox.config import Settings
 from outbox.db import store
 
-ADMIN_URL = os.environ.get("DATABASE_URL") or "postgresql://postgres@127.0.0.1:5432/postgres"
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run as a script too
+from bench.run import database
+
 LOGIN = {"name": "Alice", "code": "123456", "product": "Shop", "minutes": 10}
-
-
-@contextmanager
-def scratch_database() -> Iterator[str]:
-    name = f"outbox_bench_storage_{uuid.uuid4().hex[:8]}"
-    with psycopg.connect(ADMIN_URL, autocommit=True) as admin:
-        admin.execute(f'CREATE DATABASE "{name}"')
-    url = ADMIN_URL.rsplit("/", 1)[0] + f"/{name}"
-    try:
-        with psycopg.connect(url) as conn:
-            store.migrate(conn)
-        yield url
-    finally:
-        with psycopg.connect(ADMIN_URL, autocommit=True) as admin:
-            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 def fill(url: str, n: int) -> None:
@@ -119,7 +104,7 @@ def main() -> None:
     parser.add_argument("--emails", type=int, default=200_000)
     args = parser.parse_args()
     n = args.emails
-    with scratch_database() as url:
+    with database("storage") as url:
         started = time.monotonic()
         fill(url, n)
         print(f"filled {n:,} sent emails with history in {time.monotonic() - started:.1f}s")

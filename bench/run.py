@@ -80,9 +80,9 @@ def database(tag: str) -> Iterator[str]:
     with psycopg.connect(ADMIN_URL, autocommit=True) as admin:
         admin.execute(f'CREATE DATABASE "{name}"')
     url = ADMIN_URL.rsplit("/", 1)[0] + f"/{name}"
-    with psycopg.connect(url) as conn:
-        store.migrate(conn)
     try:
+        with psycopg.connect(url) as conn:
+            store.migrate(conn)
         yield url
     finally:
         with psycopg.connect(ADMIN_URL, autocommit=True) as admin:
