@@ -7,6 +7,7 @@ works against the local servers; the README lists them all.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from email.utils import parseaddr
@@ -24,6 +25,7 @@ PACKAGE_TEMPLATES = Path(__file__).with_name("templates")
 @dataclass(frozen=True)
 class Settings:
     database_url: str = "postgresql://postgres@127.0.0.1:5432/postgres"
+    schema: str = ""  # the outbox's own Postgres schema; empty: the connection's search_path
     redis_url: str = "redis://127.0.0.1:6379/0"
     broker_url: str = ""  # redis://… or amqp://… (RabbitMQ); empty: REDIS_URL
     listen_database_url: str = ""  # a direct connection for the relay's LISTEN; empty: DATABASE_URL
@@ -143,6 +145,9 @@ class Settings:
         }
 
     def validate(self) -> None:
+        problem = schema_problem(self.schema)
+        if problem:
+            raise ConfigError(problem)
         if self.smtp_starttls not in {"never", "opportunistic", "required"}:
             raise ConfigError("OUTBOX_SMTP_STARTTLS must be never, opportunistic or required")
         if self.retry_jitter not in {"full", "none"}:
@@ -303,6 +308,34 @@ ENV_NAMES = {
     "smtp_url": "SMTP_URL",
     "sender": "OUTBOX_FROM",
 }
+
+
+# A schema name Postgres takes unquoted and every tool can type: lowercase,
+# 63 bytes at most (NAMEDATALEN), not pg_* (reserved for the system).
+_SCHEMA = re.compile(r"[a-z_][a-z0-9_]{0,62}")
+
+
+def schema_problem(name: str) -> str | None:
+    """Why ``name`` cannot be OUTBOX_SCHEMA; None when it can (empty: the search_path)."""
+    if name == "":
+        return None
+    if not _SCHEMA.fullmatch(name):
+        return (
+            f"OUTBOX_SCHEMA={name!r} must be a lowercase name of letters, digits and"
+            " underscores, at most 63, not starting with a digit"
+        )
+    if name.startswith("pg_") or name == "information_schema":
+        return f"OUTBOX_SCHEMA={name!r} is a name Postgres keeps for itself"
+    return None
+
+
+def schema_from_env(environ: Mapping[str, str] | None = None) -> str:
+    """OUTBOX_SCHEMA alone, checked: what the SQL layer needs before any other setting."""
+    name = (os.environ if environ is None else environ).get("OUTBOX_SCHEMA", "")
+    problem = schema_problem(name)
+    if problem:
+        raise ConfigError(problem)
+    return name
 
 
 def _check_sender(sender: str) -> None:

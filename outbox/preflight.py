@@ -33,6 +33,7 @@ _SENDERS = frozenset({"worker"})
 # "web" enqueues too, through its HTTP API).
 READERS: dict[str, frozenset[str]] = {
     "database_url": _ALL,
+    "schema": _ALL,
     "listen_database_url": frozenset({"relay"}),
     "prepared_statements": frozenset({"relay", "worker", "web", "bounces"}),
     "redis_url": frozenset({"relay", "worker", "metrics"}),

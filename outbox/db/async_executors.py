@@ -101,7 +101,10 @@ class AsyncpgExecutor:
                 # Rows are validated as they are listed: a refused one stops here, unsent.
                 records = list(op.rows)
                 await self.conn.copy_records_to_table(
-                    op.table, records=records, columns=list(op.columns)
+                    op.table,
+                    records=records,
+                    columns=list(op.columns),
+                    schema_name=op.schema or None,
                 )
                 return []
             sql, args = render(op, NUMERIC_DOLLAR)

@@ -21,7 +21,7 @@ from typing import Any, TypeVar
 
 import orjson
 
-from outbox.db.sql import queries
+from outbox.db.sql import queries, schema
 
 _PLACEHOLDER = re.compile(r"%\((\w+)\)s|%%")
 
@@ -56,6 +56,7 @@ class Copy:
     table: str
     columns: tuple[str, ...]
     rows: Iterable[tuple[Any, ...]]
+    schema: str = ""  # OUTBOX_SCHEMA; empty: the table is found by the search_path
 
 
 Op = Statement | Copy
@@ -159,12 +160,13 @@ ENQUEUED = "enqueued"  # the status_reason of a new row, as insert_message and i
 def copy_outbox(columns: Sequence[Column], rows: Iterable[tuple[Any, ...]]) -> Copy:
     """COPY new rows; suppressed ones become audit rows afterwards (suppress_copied)."""
     names = (*(c.name for c in columns), "status_reason")
-    return Copy("email_outbox", names, ((*row, ENQUEUED) for row in rows))
+    return Copy("email_outbox", names, ((*row, ENQUEUED) for row in rows), schema())
 
 
 def copy_sql(copy: Copy) -> str:
     """``copy`` as a COPY statement (for drivers that take one)."""
-    return f"COPY {copy.table} ({', '.join(copy.columns)}) FROM STDIN"
+    table = f'"{copy.schema}".{copy.table}' if copy.schema else copy.table
+    return f"COPY {table} ({', '.join(copy.columns)}) FROM STDIN"
 
 
 def outbox_id_mark() -> Statement:

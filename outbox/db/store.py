@@ -29,7 +29,7 @@ from psycopg.rows import dict_row, tuple_row
 from psycopg.types.json import Jsonb
 from psycopg_pool import ConnectionPool, PoolTimeout
 
-from outbox.db.sql import migrations, queries
+from outbox.db.sql import migrations, qualified, queries, schema
 from outbox.db.sql.statements import Migration, concurrent_index_name, is_concurrent
 from outbox.delivery.breaker import BreakerState
 from outbox.errors import DuplicateKey, PoolExhausted, SchemaMissing, StoreError
@@ -314,27 +314,43 @@ def migrate(
         try:
             wait = f"{max(1, int(lock_timeout * 1000))}ms"
             _set_lock_timeout(conn, wait)
+            if schema():
+                conn.execute(
+                    psycopg.sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(
+                        psycopg.sql.Identifier(schema())
+                    )
+                )
             _retry_locked(
                 conn,
                 "outbox_schema_migration",
                 lambda: conn.execute(
-                    "CREATE TABLE IF NOT EXISTS outbox_schema_migration ("
-                    " version integer PRIMARY KEY, name text NOT NULL,"
-                    " applied_at timestamptz NOT NULL DEFAULT now())"
+                    qualified(
+                        "CREATE TABLE IF NOT EXISTS outbox_schema_migration ("
+                        " version integer PRIMARY KEY, name text NOT NULL,"
+                        " applied_at timestamptz NOT NULL DEFAULT now())"
+                    ).encode()
                 ),
                 retries,
                 on_wait,
             )
-            conn.execute("SELECT pg_advisory_lock(%s)", (_MIGRATION_LOCK,))
+            # One migration run at a time per schema (the schemas' outboxes are apart).
+            conn.execute("SELECT pg_advisory_lock(%s, hashtext(%s))", (_MIGRATION_LOCK, schema()))
             try:
-                done = {v for (v,) in conn.execute("SELECT version FROM outbox_schema_migration")}
+                done = {
+                    v
+                    for (v,) in conn.execute(
+                        qualified("SELECT version FROM outbox_schema_migration").encode()
+                    )
+                }
                 for migration in migrations():
                     if migration.version in done or (upto is not None and migration.version > upto):
                         continue
                     _apply(conn, migration, wait, retries, on_wait)
                     applied.append(migration.label)
             finally:
-                conn.execute("SELECT pg_advisory_unlock(%s)", (_MIGRATION_LOCK,))
+                conn.execute(
+                    "SELECT pg_advisory_unlock(%s, hashtext(%s))", (_MIGRATION_LOCK, schema())
+                )
                 conn.execute("RESET lock_timeout")
         finally:
             if not conn.closed:
@@ -350,7 +366,7 @@ def _apply(
     on_wait: Callable[[str, int], None] | None,
 ) -> None:
     record = (
-        "INSERT INTO outbox_schema_migration (version, name) VALUES (%s, %s)",
+        qualified("INSERT INTO outbox_schema_migration (version, name) VALUES (%s, %s)").encode(),
         (migration.version, migration.name),
     )
     if migration.transactional:
@@ -400,17 +416,14 @@ def _drop_invalid_index(conn: Conn, name: str) -> None:
     """Drop ``name`` when an interrupted concurrent build left it INVALID."""
     invalid = conn.execute(
         "SELECT 1 FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid"
-        " WHERE c.relname = %s AND c.relnamespace = current_schema()::regnamespace"
+        " WHERE c.relname = %s"
+        " AND c.relnamespace = coalesce(nullif(%s, ''), current_schema())::regnamespace"
         " AND NOT i.indisvalid",
-        (name,),
+        (name, schema()),
     ).fetchone()
     if invalid:
         _log.warning("index %s was left invalid by an interrupted build: rebuilding it", name)
-        conn.execute(
-            psycopg.sql.SQL("DROP INDEX CONCURRENTLY IF EXISTS {}").format(
-                psycopg.sql.Identifier(name)
-            )
-        )
+        conn.execute(qualified(f"DROP INDEX CONCURRENTLY IF EXISTS {name}").encode())
 
 
 def _retry_locked(
@@ -441,12 +454,14 @@ def migration_status(conn: Conn) -> list[MigrationState]:
     """Every migration, applied (with when) or pending, in order."""
     with translate_errors():
         exists = conn.execute(
-            "SELECT to_regclass('outbox_schema_migration') IS NOT NULL"
+            qualified("SELECT to_regclass('outbox_schema_migration') IS NOT NULL").encode()
         ).fetchone()
         applied: dict[int, dt.datetime] = {}
         if exists and exists[0]:
             applied = dict(
-                conn.execute("SELECT version, applied_at FROM outbox_schema_migration").fetchall()
+                conn.execute(
+                    qualified("SELECT version, applied_at FROM outbox_schema_migration").encode()
+                ).fetchall()
             )
     return [MigrationState(m.version, m.name, applied.get(m.version)) for m in migrations()]
 
@@ -1224,7 +1239,9 @@ def purge_count(conn: Conn, *, before: dt.datetime) -> int:
 def retention_lock(conn: Conn) -> Iterator[bool]:
     """Whether this session took the retention lock (held for the block)."""
     with translate_errors():
-        row = conn.execute(queries["retention_lock"], {"lock": RETENTION_LOCK}).fetchone()
+        row = conn.execute(
+            queries["retention_lock"], {"lock": RETENTION_LOCK, "schema": schema()}
+        ).fetchone()
         conn.commit()
     taken = bool(row and row[0])
     try:
@@ -1233,7 +1250,9 @@ def retention_lock(conn: Conn) -> Iterator[bool]:
         if taken and not conn.closed:
             with translate_errors():
                 conn.rollback()
-                conn.execute(queries["retention_unlock"], {"lock": RETENTION_LOCK})
+                conn.execute(
+                    queries["retention_unlock"], {"lock": RETENTION_LOCK, "schema": schema()}
+                )
                 conn.commit()
 
 

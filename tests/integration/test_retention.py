@@ -230,9 +230,9 @@ def test_the_relays_daily_retention_runs_in_one_relay_at_a_time(settings: Settin
                     f" created_at = {OLD} RETURNING id")  # fmt: skip
     retention = Retention(dataclasses.replace(settings, retention_days=30), threading.Event())
     with psycopg.connect(settings.database_url, autocommit=True) as other:
-        other.execute("SELECT pg_advisory_lock(%s)", (store.RETENTION_LOCK,))
+        other.execute("SELECT pg_advisory_lock(%s, hashtext(''))", (store.RETENTION_LOCK,))
         assert retention.run_once() is None  # another relay is at it
-        other.execute("SELECT pg_advisory_unlock(%s)", (store.RETENTION_LOCK,))
+        other.execute("SELECT pg_advisory_unlock(%s, hashtext(''))", (store.RETENTION_LOCK,))
     purged = retention.run_once()
     assert purged is not None
     assert purged.emails == 1
@@ -240,5 +240,5 @@ def test_the_relays_daily_retention_runs_in_one_relay_at_a_time(settings: Settin
     # The lock was given back: a second relay may run the next day's purge.
     with psycopg.connect(settings.database_url, autocommit=True) as other:
         assert other.execute(
-            "SELECT pg_try_advisory_lock(%s)", (store.RETENTION_LOCK,)
+            "SELECT pg_try_advisory_lock(%s, hashtext(''))", (store.RETENTION_LOCK,)
         ).fetchone() == (True,)

@@ -1,12 +1,17 @@
-"""Every runtime query, loaded by name from ``queries.sql``."""
+"""Every runtime query, loaded by name from ``queries.sql``, named in OUTBOX_SCHEMA."""
 
 from __future__ import annotations
 
+import contextlib
 import re
+from collections.abc import Iterator, Mapping
 from importlib import resources
 from typing import LiteralString, cast
 
+from outbox import config
+from outbox.db.sql.schema import qualify
 from outbox.db.sql.statements import Migration
+from outbox.errors import ConfigError
 
 # "-- name --" opens a query; the comment lines right after it describe it.
 _QUERY_HEADER = re.compile(r"(?:\n|^)-- ([a-z0-9_]+) --\n(?:-- .+\n)*")
@@ -23,14 +28,72 @@ def parse_queries(text: str) -> dict[str, LiteralString]:
     }
 
 
+# The schema of this process's outbox: read from OUTBOX_SCHEMA when first
+# needed (importing the package reads no setting), or set by use_schema.
+_schema: str | None = None
+
+
+def schema() -> str:
+    """The schema every query names its objects in; empty: the connection's search_path."""
+    global _schema  # noqa: PLW0603  # one setting per process, read once
+    if _schema is None:
+        _schema = config.schema_from_env()
+    return _schema
+
+
+@contextlib.contextmanager
+def use_schema(name: str) -> Iterator[None]:
+    """Run the block with the outbox in schema ``name`` (``""``: the search_path)."""
+    global _schema  # noqa: PLW0603
+    problem = config.schema_problem(name)
+    if problem:
+        raise ConfigError(problem)
+    before = _schema
+    _schema = name
+    try:
+        yield
+    finally:
+        _schema = before
+
+
+def qualified(sql: str) -> str:
+    """``sql`` written with bare names, named in this process's schema."""
+    return qualify(sql, schema())
+
+
+class _Queries(Mapping[str, LiteralString]):
+    """The queries by name, each qualified once per schema."""
+
+    def __init__(self, bare: dict[str, LiteralString]) -> None:
+        self._bare = bare
+        self._cache: dict[tuple[str, str], LiteralString] = {}
+
+    def __getitem__(self, name: str) -> LiteralString:
+        key = (schema(), name)
+        found = self._cache.get(key)
+        if found is None:
+            found = qualify(self._bare[name], key[0])
+            self._cache[key] = found
+        return found
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._bare)
+
+    def __len__(self) -> int:
+        return len(self._bare)
+
+
 def migrations() -> list[Migration]:
-    """Every file in ``migrations/``, in order."""
+    """Every file in ``migrations/``, in order, named in this process's schema."""
     found = []
     for entry in resources.files(__package__).joinpath("migrations").iterdir():
         match = re.fullmatch(r"(\d{4})_([a-z0-9_]+)\.sql", entry.name)
         if match:
-            found.append(Migration(int(match.group(1)), match.group(2), entry.read_text("utf-8")))
+            text = qualified(entry.read_text("utf-8"))
+            found.append(Migration(int(match.group(1)), match.group(2), text))
     return sorted(found, key=lambda m: m.version)
 
 
-queries = parse_queries(resources.files(__package__).joinpath("queries.sql").read_text("utf-8"))
+queries: Mapping[str, LiteralString] = _Queries(
+    parse_queries(resources.files(__package__).joinpath("queries.sql").read_text("utf-8"))
+)

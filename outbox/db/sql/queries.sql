@@ -943,12 +943,13 @@ WHERE status IN ('sent', 'failed', 'dead', 'suppressed', 'cancelled')
   AND greatest(created_at, requeued_at, sent_at, failed_at, bounced_at) < %(before)s;
 
 -- retention_lock --
--- One relay at a time applies the retention (a session lock, released by retention_unlock).
-SELECT pg_try_advisory_lock(%(lock)s);
+-- One relay at a time applies the retention (a session lock, released by
+-- retention_unlock); one lock per OUTBOX_SCHEMA, each schema's outbox its own.
+SELECT pg_try_advisory_lock(%(lock)s, hashtext(%(schema)s));
 
 -- retention_unlock --
 -- Release the retention lock.
-SELECT pg_advisory_unlock(%(lock)s);
+SELECT pg_advisory_unlock(%(lock)s, hashtext(%(schema)s));
 
 -- forget_rows --
 -- Erase an address from the outbox: the recipient, the params, the key when it
@@ -1036,9 +1037,9 @@ DELETE FROM email_suppression WHERE address = lower(%(address)s) RETURNING addre
 -- The bytes each table takes (heap, indexes, TOAST), for the storage benchmark.
 SELECT c.relname, pg_total_relation_size(c.oid)
 FROM pg_class c
-WHERE c.relkind = 'r' AND c.relnamespace = current_schema()::regnamespace
-  AND c.relname IN ('email_outbox', 'email_attempt', 'email_event', 'email_bounce',
-                    'email_key_tombstone', 'email_suppression')
+WHERE c.oid IN ('email_outbox'::regclass, 'email_attempt'::regclass, 'email_event'::regclass,
+                'email_bounce'::regclass, 'email_key_tombstone'::regclass,
+                'email_suppression'::regclass)
 ORDER BY 1;
 
 -- console_counts --
