@@ -1292,17 +1292,6 @@ def conninfo_problem(url: str) -> str | None:
     return None
 
 
-def schema_url(url: str, schema: str) -> str:
-    """``url`` whose sessions use ``schema`` first (libpq's ``options``), as key=value pairs."""
-    return psycopg.conninfo.make_conninfo(url, options=f"-c search_path={schema}")
-
-
-def create_schema(conn: Conn, schema: str) -> None:
-    with translate_errors():
-        conn.execute(psycopg.sql.SQL("CREATE SCHEMA {}").format(psycopg.sql.Identifier(schema)))
-        conn.commit()
-
-
 def drop_schema(conn: Conn, schema: str) -> None:
     """Drop ``schema`` and everything in it."""
     with translate_errors():

@@ -4,8 +4,8 @@ It starts a recording SMTP server on loopback, enqueues the emails in one
 transaction, runs the relay and both worker pools as child processes, waits
 until every email has an outcome, prints what happened, and stops.
 
-Everything it writes goes to a schema of its own (``outbox_demo_<run>``, the
-tables migrated there), dropped at the end, so the database it is pointed at
+Everything it writes goes to a schema of its own (``outbox_demo_<run>``, its
+OUTBOX_SCHEMA, the tables migrated there), dropped at the end, so the database it is pointed at
 keeps nothing of it; ``--keep`` keeps the schema and prints how to look at it.
 """
 
@@ -19,6 +19,7 @@ import uuid
 
 from outbox.config import Settings
 from outbox.db import store
+from outbox.db.sql import use_schema
 from outbox.intake import enqueue, enqueue_many
 from outbox.testing.pipeline import Pipeline
 from outbox.testing.sink import SmtpSink
@@ -29,13 +30,11 @@ TERMINAL = {"sent", "failed", "dead", "held"}
 def run_demo(settings: Settings, *, newsletter: int, timeout: float, keep: bool = False) -> int:
     run = f"demo-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}"
     schema = "outbox_demo_" + run.removeprefix("demo-").replace("-", "_")
-    with store.connect(settings.database_url) as conn:
-        store.create_schema(conn, schema)
-    url = store.schema_url(settings.database_url, schema)
     try:
-        status, login_message_id = _run(
-            dataclasses.replace(settings, database_url=url), run, newsletter, timeout
-        )
+        with use_schema(schema):  # OUTBOX_SCHEMA, for this process and its children
+            status, login_message_id = _run(
+                dataclasses.replace(settings, schema=schema), run, newsletter, timeout
+            )
     finally:
         if not keep:
             with store.connect(settings.database_url) as conn:
@@ -54,16 +53,16 @@ def _next_steps(login_message_id: str | None, schema: str, *, kept: bool) -> Non
         print("  outbox demo --keep                     # then look at the emails it sent")
         print("  outbox config check                    # what each process needs to start")
         return
-    # libpq's PGOPTIONS, not a URL: the password in DATABASE_URL is never printed.
     print(f"kept in schema {schema}; point the commands at it with:")
-    print(f"  export PGOPTIONS='-c search_path={schema}'")
+    print(f"  export OUTBOX_SCHEMA={schema}")
     print("next, try:")
     if login_message_id:
         print(f"  outbox show '{login_message_id}'   # its attempts and status changes")
     print("  outbox status                          # counts and each part's health")
     print("  outbox requeue --dead --dry-run        # what a requeue would send again")
     print(
-        f"  unset PGOPTIONS; psql \"$DATABASE_URL\" -c 'DROP SCHEMA {schema} CASCADE'  # when done"
+        f"  unset OUTBOX_SCHEMA; psql \"$DATABASE_URL\" -c 'DROP SCHEMA {schema} CASCADE'"
+        "  # when done"
     )
 
 
@@ -72,7 +71,8 @@ def _run(settings: Settings, run: str, newsletter: int, timeout: float) -> tuple
         store.migrate(conn)
     with SmtpSink() as sink:
         env = {
-            "DATABASE_URL": settings.database_url,  # the demo's own schema
+            "DATABASE_URL": settings.database_url,
+            "OUTBOX_SCHEMA": settings.schema,  # the demo's own schema
             "SMTP_URL": sink.url,
             "OUTBOX_NAMESPACE": run,  # a broker namespace of its own
             "OUTBOX_LOG_LEVEL": os.environ.get("OUTBOX_LOG_LEVEL", "WARNING"),

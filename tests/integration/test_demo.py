@@ -31,12 +31,12 @@ def test_the_demo_kept_can_be_looked_at_with_the_commands_it_prints(settings: Se
     assert result.returncode == 0, result.stdout + result.stderr
     (schema,) = _demo_schemas(settings)
     try:
-        options = re.search(r"export PGOPTIONS='([^']+)'", result.stdout)
+        named = re.search(r"export OUTBOX_SCHEMA=(\S+)", result.stdout)
         message_id = re.search(r"outbox show '(<[^']+>)'", result.stdout)
-        assert options, result.stdout
+        assert named, result.stdout
         assert message_id, result.stdout
-        assert options.group(1) == f"-c search_path={schema}"
-        shown = outbox(settings, "show", message_id.group(1), env={"PGOPTIONS": options.group(1)})
+        assert named.group(1) == schema
+        shown = outbox(settings, "show", message_id.group(1), env={"OUTBOX_SCHEMA": schema})
         assert shown.returncode == 0, shown.stderr
         assert "status: sent" in shown.stdout
         assert "login_code" in shown.stdout
