@@ -29,6 +29,7 @@ from outbox.db.sql.schema import FUNCTIONS, TABLES
 from outbox.testing.sink import SmtpSink
 from tests.integration.drivers import ASYNC, SYNC
 from tests.integration.helpers import LOGIN, NEWS, harness, wait_until
+from tests.integration.test_http_api import running
 from tests.integration.test_pgbouncer import _through, pgbouncer  # noqa: F401  # the fixture
 from tests.integration.test_small_profile import small_worker
 
@@ -52,10 +53,9 @@ def in_schema(settings: Settings) -> Iterator[Settings]:
 def rows(settings: Settings, table: str = "email_outbox") -> list[tuple[Any, ...]]:
     """(key, status) of ``table`` in the settings' schema, or in public when it is empty."""
     where = f'"{settings.schema}".{table}' if settings.schema else f"public.{table}"
+    columns = "idempotency_key, status" if table == "email_outbox" else "*"
     with psycopg.connect(settings.database_url) as conn:
-        return conn.execute(
-            f"SELECT idempotency_key, status FROM {where} ORDER BY 1".encode()
-        ).fetchall()
+        return conn.execute(f"SELECT {columns} FROM {where} ORDER BY 1".encode()).fetchall()
 
 
 def public(settings: Settings) -> Settings:
@@ -195,6 +195,22 @@ def test_through_pgbouncer_in_transaction_mode(
     assert {s for _, s in rows(in_schema)} == {"sent"}
     assert len(set(sink.message_ids())) == 41
     assert rows(public(in_schema)) == []
+
+
+def test_the_http_api_enqueues_and_answers_from_the_schema(in_schema: Settings) -> None:
+    for api in running(in_schema):
+        token = api.key("send", "read")
+        body = {"to": "alice@example.com", "template": "login_code", "params": LOGIN}
+        posted = api.post("/v1/emails", token, body, key="api-1")
+        assert posted.status_code == 202, posted.text
+        again = api.post("/v1/emails", token, body, key="api-1")
+        assert again.status_code == 200
+        found = api.get("/v1/emails", token, idempotency_key="api-1")
+        assert found.status_code == 200
+        assert found.json()["message_id"] == posted.json()["message_id"]
+    assert rows(in_schema) == [("api-1", "pending")]
+    assert rows(public(in_schema)) == []
+    assert rows(public(in_schema), "outbox_api_key") == []
 
 
 def test_processes_and_the_cli_read_outbox_schema(in_schema: Settings, tmp_path: Path) -> None:
