@@ -14,7 +14,9 @@ keeps each key taken.
 from __future__ import annotations
 
 import argparse
+import collections
 import datetime as dt
+import statistics
 import sys
 import threading
 import time
@@ -77,11 +79,17 @@ class Enqueues(threading.Thread):
         self.url = url
         self.stop = threading.Event()
         self.longest = 0.0
+        self.longest_at = 0.0
         self.count = 0
+        self.times: list[float] = []
+        self.pid = 0
+        self.ready = threading.Event()
 
     def run(self) -> None:
         settings = Settings(database_url=self.url)
         with psycopg.connect(self.url) as conn:
+            self.pid = conn.info.backend_pid
+            self.ready.set()
             while not self.stop.is_set():
                 started = time.monotonic()
                 enqueue(
@@ -94,9 +102,51 @@ class Enqueues(threading.Thread):
                     settings=settings,
                 )
                 conn.commit()
-                self.longest = max(self.longest, time.monotonic() - started)
+                took = time.monotonic() - started
+                self.times.append(took)
+                if took > self.longest:
+                    self.longest, self.longest_at = took, started
                 self.count += 1
                 time.sleep(0.005)
+
+
+class Waits(threading.Thread):
+    """What the enqueuing session waits on, sampled every 10 ms (pg_stat_activity).
+
+    A slow enqueue is explained by what it waited for: a lock (the purge would
+    be holding one), WAL or data-file I/O (the purge's writes and the
+    checkpoints they set off share the disk with the enqueue's commit), or
+    nothing (CPU).
+    """
+
+    def __init__(self, url: str, pid: int) -> None:
+        super().__init__(daemon=True)
+        self.url = url
+        self.pid = pid
+        self.stop = threading.Event()
+        self.samples: list[tuple[float, str]] = []
+
+    def run(self) -> None:
+        with psycopg.connect(self.url, autocommit=True) as conn:
+            while not self.stop.wait(0.01):
+                row = conn.execute(
+                    "SELECT state, coalesce(wait_event_type || ':' || wait_event, 'CPU')"
+                    " FROM pg_stat_activity WHERE pid = %s",
+                    (self.pid,),
+                ).fetchone()
+                if row and row[0] == "active":
+                    self.samples.append((time.monotonic(), str(row[1])))
+
+    def between(self, start: float, end: float) -> collections.Counter[str]:
+        return collections.Counter(w for at, w in self.samples if start <= at <= end)
+
+
+def checkpoints(url: str) -> int:
+    with psycopg.connect(url) as conn:
+        row = conn.execute(
+            "SELECT checkpoints_timed + checkpoints_req FROM pg_stat_bgwriter"
+        ).fetchone()
+        return int(row[0]) if row else 0
 
 
 def main() -> None:
@@ -111,13 +161,20 @@ def main() -> None:
         before = measure(url)
         traffic = Enqueues(url)
         traffic.start()
+        traffic.ready.wait(10)
+        waits = Waits(url, traffic.pid)
+        waits.start()
         time.sleep(0.5)
+        checkpoints_before = checkpoints(url)
         started = time.monotonic()
         with psycopg.connect(url) as conn:
             purged = store.purge(conn, before=dt.datetime.now(dt.UTC) - dt.timedelta(days=30))
         took = time.monotonic() - started
+        checkpoints_during = checkpoints(url) - checkpoints_before
         traffic.stop.set()
         traffic.join()
+        waits.stop.set()
+        waits.join()
         with psycopg.connect(url, autocommit=True) as conn:
             conn.execute("DELETE FROM email_outbox WHERE idempotency_key LIKE 'during-%'")
             conn.execute("TRUNCATE email_attempt, email_event")  # only the enqueues' own
@@ -130,7 +187,17 @@ def main() -> None:
         print(f"  {table:<22} {before[table]:>14,} -> {after.get(table, 0):>14,}")
     print(f"bytes per email kept: {total_before / n:,.0f} before, {total_after / n:,.0f} after")
     print(f"purge: {purged.emails:,} emails in {took:.1f}s ({purged.emails / took:,.0f}/s)")
-    print(f"enqueues during the purge: {traffic.count:,}, longest {traffic.longest * 1000:.0f} ms")
+    times = sorted(traffic.times)
+    p99 = times[int(len(times) * 0.99)] if times else 0.0
+    print(
+        f"enqueues during the purge: {traffic.count:,}, median"
+        f" {statistics.median(times) * 1000:.1f} ms, p99 {p99 * 1000:.0f} ms,"
+        f" longest {traffic.longest * 1000:.0f} ms; {checkpoints_during} checkpoints"
+    )
+    slow = waits.between(traffic.longest_at, traffic.longest_at + traffic.longest)
+    every = collections.Counter(w for _, w in waits.samples)
+    print(f"  the longest enqueue waited on (10 ms samples): {dict(slow.most_common(5))}")
+    print(f"  every enqueue together: {dict(every.most_common(6))}")
 
 
 if __name__ == "__main__":
