@@ -21,7 +21,7 @@ from typing import Any
 import orjson
 
 from outbox.config import Settings, default_settings
-from outbox.db import async_executors, executors, statement
+from outbox.db import async_executors, executors, sql, statement
 from outbox.db.statement import Column, Plan
 from outbox.errors import (
     ConfigError,
@@ -129,6 +129,21 @@ Written = tuple[str, int, str, bool, str]
 Ready = dict[tuple[str, str | None], Template]
 
 
+def _settings(given: Settings | None) -> Settings:
+    """``given`` (else the environment's), refused when it names another schema.
+
+    The statements name their tables in this process's OUTBOX_SCHEMA; settings
+    built with another ``schema`` would be obeyed by nobody.
+    """
+    settings = given or default_settings()
+    if settings.schema != sql.schema():
+        raise ConfigError(
+            f"settings.schema is {settings.schema!r} but this process's statements use"
+            f" OUTBOX_SCHEMA={sql.schema()!r}: set OUTBOX_SCHEMA in the environment"
+        )
+    return settings
+
+
 def enqueue(
     conn: Any,
     *,
@@ -187,7 +202,7 @@ def enqueue(
     distinct content.
     """
     executor = executors.executor_for(conn)
-    settings = settings or default_settings()
+    settings = _settings(settings)
     given = _Fields(
         sender=sender,
         reply_to=reply_to,
@@ -243,7 +258,7 @@ async def enqueue_async(
     asyncpg does), or an SQLAlchemy ``AsyncConnection`` or ``AsyncSession``.
     """
     executor = await async_executors.executor_for(conn)
-    settings = settings or default_settings()
+    settings = _settings(settings)
     given = _Fields(
         sender=sender,
         reply_to=reply_to,
@@ -290,7 +305,7 @@ def enqueue_many(
     take one multi-row ``INSERT``.
     """
     executor = executors.executor_for(conn)
-    settings = settings or default_settings()
+    settings = _settings(settings)
     with (
         tracer.start_as_current_span("outbox enqueue_many", **QUIET) as span,
         failures_by_type(span),
@@ -312,7 +327,7 @@ async def enqueue_many_async(
     asyncpg and psycopg 3 take the COPY way inside a transaction.
     """
     executor = await async_executors.executor_for(conn)
-    settings = settings or default_settings()
+    settings = _settings(settings)
     with (
         tracer.start_as_current_span("outbox enqueue_many", **QUIET) as span,
         failures_by_type(span),

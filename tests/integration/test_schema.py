@@ -26,6 +26,7 @@ import outbox
 from outbox.config import Settings
 from outbox.db import sql, store
 from outbox.db.sql.schema import FUNCTIONS, TABLES
+from outbox.errors import ConfigError
 from outbox.testing.sink import SmtpSink
 from tests.integration.drivers import ASYNC, SYNC
 from tests.integration.helpers import LOGIN, NEWS, harness, wait_until
@@ -236,6 +237,19 @@ def test_processes_and_the_cli_read_outbox_schema(in_schema: Settings, tmp_path:
     )  # fmt: skip
     assert missing.returncode == 1, missing
     assert "no email" in missing.stderr
+
+
+def test_settings_naming_another_schema_than_the_process_are_refused(
+    in_schema: Settings,
+) -> None:
+    with sql.use_schema(""), psycopg.connect(in_schema.database_url) as conn:
+        with pytest.raises(ConfigError, match="OUTBOX_SCHEMA"):
+            outbox.enqueue(conn, **login("mismatch"), settings=in_schema)
+        with pytest.raises(ConfigError, match="OUTBOX_SCHEMA"):
+            outbox.enqueue_many(conn, news(2), settings=in_schema)
+        conn.commit()
+    assert rows(in_schema) == []
+    assert rows(public(in_schema)) == []
 
 
 def test_a_malformed_schema_stops_a_process_with_one_line(in_schema: Settings) -> None:
