@@ -246,7 +246,7 @@ def free_port() -> int:
 
 
 @contextmanager
-def web_server(url: str) -> Iterator[tuple[int, str]]:
+def web_server(url: str, pool_size: int) -> Iterator[tuple[int, str]]:
     token = api_keys.new_token()
     with psycopg.connect(url) as conn:
         store.create_api_key(conn, name="bench", token_hash=api_keys.token_hash(token),
@@ -255,7 +255,7 @@ def web_server(url: str) -> Iterator[tuple[int, str]]:
     port = free_port()
     env = {**os.environ, "DATABASE_URL": url, "OUTBOX_API_RATE": "1000000",
            "OUTBOX_API_BURST": "1000000", "OUTBOX_SECRET": SECRET,
-           "OUTBOX_WEB_POOL_SIZE": "40"}  # fmt: skip
+           "OUTBOX_WEB_POOL_SIZE": str(pool_size)}  # fmt: skip
     proc = subprocess.Popen(
         [sys.executable, "-m", "outbox.cli", "web", "--host", "127.0.0.1", "--port", str(port)],
         env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
@@ -384,6 +384,8 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--seconds", type=float, default=10.0)
     parser.add_argument("--connections", type=int, default=100)
+    parser.add_argument("--api-only", action="store_true", help="only the HTTP API figures")
+    parser.add_argument("--pool", type=int, default=40, help="OUTBOX_WEB_POOL_SIZE of outbox web")
     args = parser.parse_args()
     machine = platform.processor() or platform.machine()
     print(
@@ -392,14 +394,14 @@ def main() -> None:
     )
     with database() as url:
         settings = Settings(database_url=url, secret=SECRET)
-        print(f"\n## single enqueue vs one raw INSERT, µs per statement ({PER_TX} per transaction)")
-        print("| driver | raw INSERT | enqueue's statement, built beforehand | enqueue | more |")
-        print("|---|---|---|---|---|")
-        for name, raw, built, enq in adapters(url, settings, args.rounds):
-            print(
-                f"| {name} | {raw:.0f} | {built:.0f} | {enq:.0f} | {100 * (enq / raw - 1):+.0f} % |"
-            )
-        with web_server(url) as (port, token):
+        if not args.api_only:
+            print(f"\n## single enqueue vs one raw INSERT, µs per statement ({PER_TX} per tx)")
+            print("| driver | raw INSERT | enqueue's statement, built first | enqueue | more |")
+            print("|---|---|---|---|---|")
+            for name, raw, built, enq in adapters(url, settings, args.rounds):
+                more = 100 * (enq / raw - 1)
+                print(f"| {name} | {raw:.0f} | {built:.0f} | {enq:.0f} | {more:+.0f} % |")
+        with web_server(url, args.pool) as (port, token):
             asyncio.run(closed_loop(port, token, 2, 4))  # warm
             accepted, errors = asyncio.run(closed_loop(port, token, args.seconds, args.connections))
             rate = accepted / args.seconds

@@ -90,6 +90,11 @@ def connection_lost(exc: BaseException, conn: Conn) -> bool:
     return conn.closed or isinstance(cause, psycopg.OperationalError | psycopg.InterfaceError)
 
 
+def transaction_failed(conn: Conn) -> bool:
+    """The transaction hit an error: Postgres will commit none of it."""
+    return conn.info.transaction_status == psycopg.pq.TransactionStatus.INERROR
+
+
 def ping(conn: Conn) -> None:
     with translate_errors():
         conn.execute("SELECT 1")

@@ -1,7 +1,8 @@
 """The HTTP API for applications in any language: enqueue and look up emails.
 
 ``POST /v1/emails`` with an ``Idempotency-Key`` header is :func:`outbox.enqueue`
-over HTTP, in a transaction of its own: 202 and the email's id when it is new,
+over HTTP, answered once committed (requests arriving together share a commit:
+:mod:`outbox.web.enqueue_groups`): 202 and the email's id when it is new,
 200 and the same body when the key and the content were seen before, 409 when
 the key was used for other content, 422 with every bad field otherwise. Nothing
 is written on any error. ``POST /v1/emails/batch`` is
@@ -42,6 +43,7 @@ from outbox.web.email_request import (
     TOO_LATE,
     problem,
 )
+from outbox.web.enqueue_groups import EnqueueGroups
 from outbox.web.openapi import document
 from outbox.web.rate_limit import RateLimiter, retry_after
 
@@ -96,6 +98,19 @@ class EmailsApi:
         self._keys: dict[str, tuple[float, Key]] = {}
         self._lock = threading.Lock()
         self._openapi = orjson.dumps(document())
+        # Single-email POSTs share commits; a quarter of the pool commits at
+        # once, the rest serves lookups, batches and the console.
+        self.groups = EnqueueGroups(
+            pool,
+            self._enqueue_on,
+            committers=max(1, settings.web_pool_size // 4),
+        )
+
+    def close(self) -> None:
+        self.groups.close()
+
+    def _enqueue_on(self, conn: store.Conn, arguments: dict[str, Any]) -> intake.Enqueued:
+        return intake.enqueue(conn, settings=self.settings, **arguments)
 
     def handle(
         self, method: str, path: str, query: str, headers: Mapping[str, str], body: bytes
@@ -178,14 +193,12 @@ class EmailsApi:
         errors = email_request.key_errors(idempotency_key) + email_request.email_fields(parsed)
         if errors:
             return _invalid(errors)
+        arguments = {
+            "idempotency_key": idempotency_key or "",
+            **email_request.enqueue_arguments(parsed),
+        }
         try:
-            with self.pool.connection() as conn:  # commits on leaving, rolls back on an error
-                result = intake.enqueue(
-                    conn,
-                    idempotency_key=idempotency_key or "",
-                    settings=self.settings,
-                    **email_request.enqueue_arguments(parsed),
-                )
+            result = self.groups.enqueue(arguments)  # committed when it returns
         except IdempotencyConflict as exc:
             return _problem(HTTPStatus.CONFLICT, str(exc), type_=CONFLICT)
         except InvalidMessage as exc:

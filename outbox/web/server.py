@@ -441,6 +441,7 @@ class WebServer:
     def shutdown(self) -> None:
         self.server.should_exit = True
         self._stopped.wait(timeout=15)
+        self.app.api.close()  # after the last request: its commit is answered
 
     def server_close(self) -> None:
         self.socket.close()
