@@ -553,9 +553,10 @@ INSERT INTO email_event (outbox_id, from_status, to_status, reason, actor)
 SELECT id, status, status, %(reason)s, 'bounce #' || %(bounce_id)s FROM marked;
 
 -- recent_sends_to --
--- The latest rows sent to an address with their bounce verdicts (soft-bounce streak).
+-- The latest rows sent to an address with their bounce verdicts (soft-bounce
+-- streak), through the index of the address's keyed hash.
 SELECT id, bounce_class FROM email_outbox
-WHERE lower(recipient) = lower(%(address)s) AND status = 'sent'
+WHERE email_recipient_hash(recipient) = email_recipient_hash(%(address)s) AND status = 'sent'
 ORDER BY id DESC LIMIT %(limit)s;
 
 -- store_template_version --
@@ -866,13 +867,25 @@ SET processed_at = now(), link = 'none', results = '[]'::jsonb, error = %(error)
 WHERE id = %(id)s AND processed_at IS NULL;
 
 -- find_messages_to --
--- The latest rows sent to one address (support's lookup; the recipient index).
+-- The latest rows to one address (support's lookup): settled rows through the
+-- index of the address's keyed hash, rows in flight through the unsent index.
 SELECT id, idempotency_key, recipient, template, params, message_id, priority, status,
        status_reason, attempts, next_attempt_at, locked_by, locked_at, last_error,
        provider_message_id, created_at, queued_at, sent_at, failed_at, trace_context, tags,
        metadata, cc, bcc, sender, reply_to, send_at, locale,
        (SELECT jsonb_agg(a - 'sha256') FROM jsonb_array_elements(attachments) AS a) AS attachments
-FROM email_outbox WHERE lower(recipient) = lower(%(address)s)
+FROM email_outbox
+WHERE id IN (
+    (SELECT id FROM email_outbox
+     WHERE email_recipient_hash(recipient) = email_recipient_hash(%(address)s)
+       AND status IN ('sent', 'failed', 'dead', 'held', 'suppressed', 'cancelled')
+     ORDER BY id DESC LIMIT %(limit)s)
+    UNION ALL
+    -- Unindexed by address: lower() is cheaper per row than the hash.
+    (SELECT id FROM email_outbox
+     WHERE lower(recipient) = lower(%(address)s) AND status IN ('pending', 'queued', 'sending')
+     ORDER BY id DESC LIMIT %(limit)s)
+)
 ORDER BY id DESC LIMIT %(limit)s;
 
 -- create_api_key --
@@ -956,8 +969,13 @@ SELECT pg_advisory_unlock(%(lock)s);
 -- an email not yet sent will not be. One event per row says so, without the
 -- address. Returns the rows' ids.
 WITH rows AS (
+    -- Settled rows through the index of the address's keyed hash, rows in
+    -- flight through the unsent index (one status list or the other: a row
+    -- sent meanwhile is locked as it now is, and still matches).
     SELECT id, status, idempotency_key, message_id, content_hash, created_at FROM email_outbox
-    WHERE lower(recipient) = lower(%(address)s)
+    WHERE (email_recipient_hash(recipient) = email_recipient_hash(%(address)s)
+           AND status IN ('sent', 'failed', 'dead', 'held', 'suppressed', 'cancelled'))
+       OR (lower(recipient) = lower(%(address)s) AND status IN ('pending', 'queued', 'sending'))
     FOR UPDATE
 ), keys AS (
     INSERT INTO email_key_tombstone (key_hash, outbox_id, message_id, content_prefix, created_at)
@@ -1100,26 +1118,25 @@ WHERE id = %(id)s OR idempotency_key = %(ref)s OR message_id = %(ref)s
 ORDER BY id DESC LIMIT %(limit)s;
 
 -- console_find_to --
--- Emails to one address (lower-cased), newest first, below a keyset cursor:
--- sent rows and parked rows through their recipient indexes, rows in flight
--- through theirs (read whole: as many as the unsent backlog).
+-- Emails to one address, newest first, below a keyset cursor: settled rows
+-- (sent, parked, cancelled) through the index of the address's keyed hash,
+-- rows in flight through the unsent index (read whole: as many as the unsent
+-- backlog; lower() is cheaper per row than the hash).
 SELECT * FROM (
-    SELECT id, idempotency_key, recipient, template, priority, status, status_reason, attempts,
-           created_at, sent_at, tags
-    FROM email_outbox
-    WHERE lower(recipient) = %(address)s AND status = 'sent' AND id < %(before)s
+    (SELECT id, idempotency_key, recipient, template, priority, status, status_reason, attempts,
+            created_at, sent_at, tags
+     FROM email_outbox
+     WHERE email_recipient_hash(recipient) = email_recipient_hash(%(address)s)
+       AND status IN ('sent', 'failed', 'dead', 'held', 'suppressed', 'cancelled')
+       AND id < %(before)s
+     ORDER BY id DESC LIMIT %(limit)s)
     UNION ALL
-    SELECT id, idempotency_key, recipient, template, priority, status, status_reason, attempts,
-           created_at, sent_at, tags
-    FROM email_outbox
-    WHERE lower(recipient) = %(address)s AND id < %(before)s
-      AND status IN ('dead', 'held', 'failed', 'suppressed')
-    UNION ALL
-    SELECT id, idempotency_key, recipient, template, priority, status, status_reason, attempts,
-           created_at, sent_at, tags
-    FROM email_outbox
-    WHERE lower(recipient) = %(address)s AND id < %(before)s
-      AND status IN ('pending', 'queued', 'sending')
+    (SELECT id, idempotency_key, recipient, template, priority, status, status_reason, attempts,
+            created_at, sent_at, tags
+     FROM email_outbox
+     WHERE lower(recipient) = lower(%(address)s) AND id < %(before)s
+       AND status IN ('pending', 'queued', 'sending')
+     ORDER BY id DESC LIMIT %(limit)s)
 ) AS found
 ORDER BY id DESC LIMIT %(limit)s;
 
