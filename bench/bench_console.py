@@ -37,7 +37,6 @@ from bench.run import database
 
 SECRET = "bench-" + uuid.uuid4().hex + uuid.uuid4().hex
 PASSWORD = "bench-operator-password"
-PARKED_RECIPIENT = "email_outbox_parked_recipient"
 _CSRF = re.compile(r'name="csrf" value="([0-9a-f]+)"')
 
 # One statement, the whole history: row g's status by g's remainder.
@@ -151,6 +150,16 @@ def plans(url: str) -> list[tuple[str, str]]:
     return found
 
 
+def index_sizes(url: str) -> list[tuple[str, int]]:
+    """The bytes of each index of the outbox table: what a row carries."""
+    with psycopg.connect(url) as conn:
+        rows = conn.execute(
+            "SELECT indexrelid::regclass::text, pg_relation_size(indexrelid) FROM pg_index"
+            " WHERE indrelid = 'email_outbox'::regclass ORDER BY 1"
+        ).fetchall()
+    return [(str(name), int(size)) for name, size in rows]
+
+
 def timed(fetch: Callable[[], httpx.Response], repeat: int) -> tuple[float, float]:
     fetch()  # warm the connection and the plan cache
     times = []
@@ -174,6 +183,8 @@ def main() -> None:
         print(f"filled in {seconds:.0f} s ({args.rows / seconds:,.0f} rows/s)")
         for label, used in plans(url):
             print(f"plan {label}: {used}")
+        for name, size in index_sizes(url):
+            print(f"index {name}: {size / 2**20:,.0f} MiB")
         settings = dataclasses.replace(
             Settings(),
             database_url=url,
@@ -233,13 +244,6 @@ def main() -> None:
                 for label, fetch in pages:
                     p50, p95 = timed(fetch, args.repeat)
                     print(f"| {label} | {p50:.1f} | {p95:.1f} |", flush=True)
-                # The baseline of migration 0014's recipient index of parked rows.
-                with psycopg.connect(url, autocommit=True) as conn:
-                    conn.execute(f"DROP INDEX {PARKED_RECIPIENT}")
-                for label, fetch in pages:
-                    if label.startswith(("search: address", "search: Message-ID")):
-                        p50, p95 = timed(fetch, args.repeat)
-                        print(f"| {label}, without {PARKED_RECIPIENT} | {p50:.1f} | {p95:.1f} |")
             server.shutdown()
             server.server_close()
 

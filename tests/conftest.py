@@ -82,7 +82,7 @@ def settings(database_url: str, redis_client: redis.Redis) -> Iterator[Settings]
         conn.execute(
             "TRUNCATE email_outbox, email_attempt, email_event, email_suppression, email_bounce,"
             " outbox_process, outbox_breaker, email_key_tombstone, email_attachment_blob,"
-            " email_attachment_use, console_audit"
+            " email_attachment_use, console_audit, console_session"
             " RESTART IDENTITY"
         )
     namespace = f"outbox-test-{uuid.uuid4().hex[:8]}"

@@ -6,7 +6,9 @@ redactor before it leaves: a recipient appears only as its tag, whatever
 field or reply text held it, except on the one answer to an operator's
 audited "reveal". Every POST carries the session's CSRF token; every action
 (and every sign-in) is written to ``console_audit``. Actions go through the
-same store functions as the ``outbox`` command.
+same store functions as the ``outbox`` command. Sessions signed in by
+password are held in ``console_session`` (:mod:`outbox.web.console_auth`):
+the audit page lists the live ones, and an operator may end one.
 """
 
 from __future__ import annotations
@@ -38,12 +40,13 @@ from outbox.telemetry.tracing import trace_id_of
 from outbox.validate import normalize_address
 from outbox.web import console_query as q
 from outbox.web.chart import sends_chart
-from outbox.web.console_auth import Access, Role, Session, SignInLimiter, User
+from outbox.web.console_auth import Access, Role, Session, SignInLimiter, User, token_hash
 
 log = logging.getLogger(__name__)
 
 PREFIX = "/console"
 MAX_SET = 10_000  # rows one filtered requeue may touch
+MAX_SESSIONS = 200  # live sessions the audit page lists
 _PAGES = Path(__file__).with_name("pages")
 CSP = (
     "default-src 'none'; style-src 'unsafe-inline'; img-src data:; form-action 'self'; "
@@ -161,6 +164,8 @@ class Console:
             return self._suppression_change(who, parts[1], asked.form)
         if path == "/audit" and get:
             return self._audit(who, asked.query)
+        if parts[0] == "sessions" and len(parts) == 3 and parts[2] == "revoke" and post:
+            return self._revoke_session(who, q.parse_id(parts[1]), asked.form)
         return Answer(HTTPStatus.NOT_FOUND, self._bare("Not found", "No such page."))
 
     # -- who is asking -----------------------------------------------------------
@@ -168,13 +173,24 @@ class Console:
     def _who(self, asked: Asked) -> Who | None:
         proxied = self.access.from_proxy(asked.client, dict(asked.headers))
         session = self.access.session(asked.cookie)
-        if session is not None and session.user:
-            user = self.access.role_of(session, proxied)
-            if user is not None:
-                return Who(user, session, new_cookie=False)
         if proxied is not None:
+            # The trusted proxy is the session: it names the user on every
+            # request, and no row is kept; the cookie carries the CSRF nonce.
+            if session is not None and session.user == proxied.name:
+                return Who(proxied, session, new_cookie=False)
             return Who(proxied, self.access.new_session(proxied.name), new_cookie=True)
-        return None
+        if session is None or not session.user:
+            return None
+        hashed = token_hash(session)
+        with self.pool.connection() as conn:
+            held = store.console_session_find(conn, hashed)
+            if held is None:  # signed out, revoked, expired, or from before sessions were held
+                return None
+            user = self.access.holder(session, user_name=held.user_name, role=held.role)
+            if user is None:  # removed from the list, or given another role: sign in again
+                store.console_session_revoke(conn, hashed)
+                return None
+        return Who(user, session, new_cookie=False)
 
     def _login(self, asked: Asked) -> Answer:
         session = self.access.session(asked.cookie)
@@ -211,13 +227,27 @@ class Console:
             body = self._render("login.html", None, session, error="Wrong name or password.")
             return Answer(HTTPStatus.UNAUTHORIZED, body)
         signed_in = self.access.new_session(user.name)
-        self._audit_write(user, "sign-in", None, "password")
+        with self.pool.connection() as conn:
+            # Expired sessions go here, a bounded batch at a time: every session
+            # is made by a sign-in, so the deletes keep up with the inserts.
+            store.console_session_purge(conn)
+            store.console_session_add(
+                conn,
+                token_hash=token_hash(signed_in),
+                user_name=user.name,
+                role=str(user.role),
+                expires_at=self.access.expires_at(signed_in),
+            )
+            self._audit_write(user, "sign-in", None, "password", conn=conn)
         return Answer(
             HTTPStatus.SEE_OTHER, location=f"{PREFIX}/", cookie=self._set_cookie(signed_in)
         )
 
     def _logout(self, who: Who) -> Answer:
-        self._audit_write(who.user, "sign-out", None, "signed out")
+        with self.pool.connection() as conn:
+            # Ended here, not only in this browser: a copy of the cookie is refused too.
+            store.console_session_revoke(conn, token_hash(who.session))
+            self._audit_write(who.user, "sign-out", None, "signed out", conn=conn)
         expired = f"{self.access.cookie_name}=; Max-Age=0; Path=/; HttpOnly; SameSite=Strict"
         if self.access.secure:
             expired += "; Secure"
@@ -435,12 +465,23 @@ class Console:
         }
         return self._suppressions(who, {}, found=found)
 
-    def _audit(self, who: Who, query: Mapping[str, str]) -> Answer:
+    def _audit(self, who: Who, query: Mapping[str, str], *, notice: str = "") -> Answer:
         before = q.parse_cursor(query.get("before", ""))
         with self.pool.connection() as conn:
             entries = store.console_audit_list(conn, before=before, limit=q.PAGE)
+            sessions = store.console_session_list(conn, limit=MAX_SESSIONS)
+        for s in sessions:
+            s["yours"] = s.pop("token_hash") == token_hash(who.session)
         next_get = urlencode({"before": entries[-1]["id"]}) if len(entries) == q.PAGE else ""
-        body = self._render("audit.html", who, who.session, entries=entries, next_get=next_get)
+        body = self._render(
+            "audit.html",
+            who,
+            who.session,
+            entries=entries,
+            next_get=next_get,
+            sessions=sessions,
+            notice=notice,
+        )
         return Answer(HTTPStatus.OK, body)
 
     # -- actions (operators) -------------------------------------------------------
@@ -512,6 +553,26 @@ class Console:
             )
         location = f"{PREFIX}/emails?" + urlencode(filters.as_query())
         return Answer(HTTPStatus.SEE_OTHER, location=location)
+
+    def _revoke_session(self, who: Who, session_id: int, form: Mapping[str, str]) -> Answer:
+        refused = self._forbidden_unless_operator(who)
+        if refused is not None:
+            return refused
+        reason = q.reason_of(form)
+        with self.pool.connection() as conn:
+            ended = store.console_session_revoke_id(conn, session_id)
+            if ended is not None:
+                name, role = ended
+                self._audit_write(
+                    who.user, "session-revoke", f"session {session_id} ({name})", reason,
+                    conn=conn, detail={"role": role},
+                )  # fmt: skip
+        notice = (
+            f"Session {session_id} of {ended[0]} ended: they sign in again."
+            if ended
+            else f"Session {session_id} had ended already."
+        )
+        return self._audit(who, {}, notice=notice)
 
     def _suppression_change(self, who: Who, action: str, form: Mapping[str, str]) -> Answer:
         refused = self._forbidden_unless_operator(who)

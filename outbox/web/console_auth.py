@@ -2,16 +2,22 @@
 
 Users come from ``OUTBOX_CONSOLE_USERS`` (``name:role:argon2-hash`` entries,
 or a file of them) or from a header an authenticating proxy sets, believed
-only from ``OUTBOX_CONSOLE_TRUSTED_PROXIES``. A session is a cookie signed
-under a key derived from OUTBOX_SECRET; it names the user and a random nonce,
-and the role is looked up again on every request, so removing a user from the
-list ends their sessions. The CSRF token is an HMAC of the session's nonce:
-a page from elsewhere can neither read it nor compute it.
+only from ``OUTBOX_CONSOLE_TRUSTED_PROXIES``. The cookie is signed under a key
+derived from OUTBOX_SECRET and names the user and a random nonce. A session
+signed in by password is also held server side (``console_session``, under
+the nonce's SHA-256): every request needs its row live, so signing out or an
+operator's revoke ends it, even for a copy of the cookie, and a user removed
+from the list, or given another role, loses it at their next request. Behind
+the trusted proxy the proxy is the session: its header signs each request in,
+and the cookie only carries the nonce. The CSRF token is an HMAC of the
+nonce: a page from elsewhere can neither read it nor compute it.
 """
 
 from __future__ import annotations
 
 import base64
+import datetime as dt
+import hashlib
 import hmac
 import ipaddress
 import json
@@ -182,16 +188,18 @@ class Access:
             return False
         return any(address in network for network in self.proxies)
 
-    def role_of(self, session: Session, proxied: User | None) -> User | None:
-        """Who a valid session belongs to now (the list may have changed since)."""
-        if proxied is not None:
-            return proxied if proxied.name == session.user else None
+    def holder(self, session: Session, *, user_name: str, role: str) -> User | None:
+        """Who a session held server side belongs to now: the user it was signed in
+        by, still listed, still signing in by password, with the role of then (the
+        list may have changed since)."""
         user = self.users.get(session.user)
-        return user if user is not None and user.password_hash else None
+        if user is None or not user.password_hash:
+            return None
+        return user if user.name == user_name and str(user.role) == role else None
 
     def new_session(self, user: str, *, now: float | None = None) -> Session:
         issued = time.time() if now is None else now
-        return Session(user, secrets.token_urlsafe(16), int(issued) + self.session_seconds)
+        return Session(user, secrets.token_urlsafe(32), int(issued) + self.session_seconds)
 
     def cookie(self, session: Session) -> str:
         payload = json.dumps([session.user, session.nonce, session.expires], separators=(",", ":"))
@@ -220,6 +228,9 @@ class Access:
             return None
         return Session(user, nonce, expires)
 
+    def expires_at(self, session: Session) -> dt.datetime:
+        return dt.datetime.fromtimestamp(session.expires, dt.UTC)
+
     def csrf_token(self, session: Session) -> str:
         return keyed_digest(self.secret, CSRF_PURPOSE, session.nonce)[:32]
 
@@ -238,6 +249,13 @@ class Access:
             except (InvalidToken, UnicodeError):
                 continue
         return None
+
+
+def token_hash(session: Session) -> bytes:
+    """What ``console_session`` keeps of a session's nonce: its SHA-256. The nonce
+    is 32 random bytes, beyond any search, so a plain hash is as safe as a slow
+    one and each request finds its row by one indexed lookup."""
+    return hashlib.sha256(session.nonce.encode("utf-8", "surrogatepass")).digest()
 
 
 def _fernet(secret: str) -> Fernet:

@@ -19,6 +19,7 @@ from outbox.web.console_auth import (
     hash_password,
     parse_networks,
     read_users,
+    token_hash,
 )
 from tests.keys import OTHER_SECRET, SECRET
 
@@ -131,14 +132,34 @@ def test_a_cookie_of_another_secret_is_refused_but_a_previous_secret_still_works
     assert rotated.session(cookie) is not None
 
 
-def test_the_role_is_read_again_from_the_list_on_every_request() -> None:
-    a = access()
+def test_a_held_session_holds_while_its_user_keeps_the_role_of_sign_in() -> None:
+    a = access(console_users=f"ann:operator:{HASH},bob:viewer:{HASH}")
     session = a.new_session("ann")
-    user = a.role_of(session, None)
+    user = a.holder(session, user_name="ann", role="operator")
     assert user is not None
     assert user.role is Role.OPERATOR
-    removed = dataclasses.replace(a, users={})
-    assert removed.role_of(session, None) is None
+    # Removed from the list, demoted (or promoted), left without a hash: it ends.
+    assert (
+        dataclasses.replace(a, users={}).holder(session, user_name="ann", role="operator") is None
+    )
+    demoted = access(console_users=f"ann:viewer:{HASH}")
+    assert demoted.holder(session, user_name="ann", role="operator") is None
+    assert a.holder(a.new_session("bob"), user_name="bob", role="operator") is None
+    no_hash = access(console_users="ann:operator:")
+    assert no_hash.holder(session, user_name="ann", role="operator") is None
+    # The row must be the cookie's user's.
+    assert a.holder(session, user_name="bob", role="operator") is None
+
+
+def test_the_server_keeps_a_hash_of_the_session_nonce_never_the_nonce() -> None:
+    a = access()
+    one, two = a.new_session("ann"), a.new_session("ann")
+    assert len(token_hash(one)) == 32
+    assert token_hash(one) == token_hash(dataclasses.replace(one))
+    assert token_hash(one) != token_hash(two)
+    assert one.nonce.encode() not in token_hash(one)
+    assert len(one.nonce) >= 43  # 32 random bytes
+    assert a.expires_at(one).timestamp() == one.expires
 
 
 def test_the_csrf_token_belongs_to_one_session() -> None:

@@ -553,9 +553,10 @@ INSERT INTO email_event (outbox_id, from_status, to_status, reason, actor)
 SELECT id, status, status, %(reason)s, 'bounce #' || %(bounce_id)s FROM marked;
 
 -- recent_sends_to --
--- The latest rows sent to an address with their bounce verdicts (soft-bounce streak).
+-- The latest rows sent to an address with their bounce verdicts (soft-bounce
+-- streak), through the index of the address's keyed hash.
 SELECT id, bounce_class FROM email_outbox
-WHERE lower(recipient) = lower(%(address)s) AND status = 'sent'
+WHERE email_recipient_hash(recipient) = email_recipient_hash(%(address)s) AND status = 'sent'
 ORDER BY id DESC LIMIT %(limit)s;
 
 -- store_template_version --
@@ -866,13 +867,25 @@ SET processed_at = now(), link = 'none', results = '[]'::jsonb, error = %(error)
 WHERE id = %(id)s AND processed_at IS NULL;
 
 -- find_messages_to --
--- The latest rows sent to one address (support's lookup; the recipient index).
+-- The latest rows to one address (support's lookup): settled rows through the
+-- index of the address's keyed hash, rows in flight through the unsent index.
 SELECT id, idempotency_key, recipient, template, params, message_id, priority, status,
        status_reason, attempts, next_attempt_at, locked_by, locked_at, last_error,
        provider_message_id, created_at, queued_at, sent_at, failed_at, trace_context, tags,
        metadata, cc, bcc, sender, reply_to, send_at, locale,
        (SELECT jsonb_agg(a - 'sha256') FROM jsonb_array_elements(attachments) AS a) AS attachments
-FROM email_outbox WHERE lower(recipient) = lower(%(address)s)
+FROM email_outbox
+WHERE id IN (
+    (SELECT id FROM email_outbox
+     WHERE email_recipient_hash(recipient) = email_recipient_hash(%(address)s)
+       AND status IN ('sent', 'failed', 'dead', 'held', 'suppressed', 'cancelled')
+     ORDER BY id DESC LIMIT %(limit)s)
+    UNION ALL
+    -- Unindexed by address: lower() is cheaper per row than the hash.
+    (SELECT id FROM email_outbox
+     WHERE lower(recipient) = lower(%(address)s) AND status IN ('pending', 'queued', 'sending')
+     ORDER BY id DESC LIMIT %(limit)s)
+)
 ORDER BY id DESC LIMIT %(limit)s;
 
 -- create_api_key --
@@ -957,8 +970,13 @@ SELECT pg_advisory_unlock(%(lock)s, hashtext(%(schema)s));
 -- an email not yet sent will not be. One event per row says so, without the
 -- address. Returns the rows' ids.
 WITH rows AS (
+    -- Settled rows through the index of the address's keyed hash, rows in
+    -- flight through the unsent index (one status list or the other: a row
+    -- sent meanwhile is locked as it now is, and still matches).
     SELECT id, status, idempotency_key, message_id, content_hash, created_at FROM email_outbox
-    WHERE lower(recipient) = lower(%(address)s)
+    WHERE (email_recipient_hash(recipient) = email_recipient_hash(%(address)s)
+           AND status IN ('sent', 'failed', 'dead', 'held', 'suppressed', 'cancelled'))
+       OR (lower(recipient) = lower(%(address)s) AND status IN ('pending', 'queued', 'sending'))
     FOR UPDATE
 ), keys AS (
     INSERT INTO email_key_tombstone (key_hash, outbox_id, message_id, content_prefix, created_at)
@@ -1101,26 +1119,25 @@ WHERE id = %(id)s OR idempotency_key = %(ref)s OR message_id = %(ref)s
 ORDER BY id DESC LIMIT %(limit)s;
 
 -- console_find_to --
--- Emails to one address (lower-cased), newest first, below a keyset cursor:
--- sent rows and parked rows through their recipient indexes, rows in flight
--- through theirs (read whole: as many as the unsent backlog).
+-- Emails to one address, newest first, below a keyset cursor: settled rows
+-- (sent, parked, cancelled) through the index of the address's keyed hash,
+-- rows in flight through the unsent index (read whole: as many as the unsent
+-- backlog; lower() is cheaper per row than the hash).
 SELECT * FROM (
-    SELECT id, idempotency_key, recipient, template, priority, status, status_reason, attempts,
-           created_at, sent_at, tags
-    FROM email_outbox
-    WHERE lower(recipient) = %(address)s AND status = 'sent' AND id < %(before)s
+    (SELECT id, idempotency_key, recipient, template, priority, status, status_reason, attempts,
+            created_at, sent_at, tags
+     FROM email_outbox
+     WHERE email_recipient_hash(recipient) = email_recipient_hash(%(address)s)
+       AND status IN ('sent', 'failed', 'dead', 'held', 'suppressed', 'cancelled')
+       AND id < %(before)s
+     ORDER BY id DESC LIMIT %(limit)s)
     UNION ALL
-    SELECT id, idempotency_key, recipient, template, priority, status, status_reason, attempts,
-           created_at, sent_at, tags
-    FROM email_outbox
-    WHERE lower(recipient) = %(address)s AND id < %(before)s
-      AND status IN ('dead', 'held', 'failed', 'suppressed')
-    UNION ALL
-    SELECT id, idempotency_key, recipient, template, priority, status, status_reason, attempts,
-           created_at, sent_at, tags
-    FROM email_outbox
-    WHERE lower(recipient) = %(address)s AND id < %(before)s
-      AND status IN ('pending', 'queued', 'sending')
+    (SELECT id, idempotency_key, recipient, template, priority, status, status_reason, attempts,
+            created_at, sent_at, tags
+     FROM email_outbox
+     WHERE lower(recipient) = lower(%(address)s) AND id < %(before)s
+       AND status IN ('pending', 'queued', 'sending')
+     ORDER BY id DESC LIMIT %(limit)s)
 ) AS found
 ORDER BY id DESC LIMIT %(limit)s;
 
@@ -1155,3 +1172,47 @@ SELECT address, scope, reason, detail, source_bounce_id, created_at
 FROM email_suppression
 WHERE (created_at, address) < (%(before_at)s::timestamptz, %(before_address)s::text)
 ORDER BY created_at DESC, address DESC LIMIT %(limit)s;
+
+-- console_session_add --
+-- A signed-in session: the token's hash, the user and the role they signed in with.
+INSERT INTO console_session (token_hash, user_name, role, expires_at)
+VALUES (%(token_hash)s, %(user_name)s, %(role)s, %(expires_at)s)
+RETURNING id;
+
+-- console_session_find --
+-- The live session a token's hash names (one unique-index lookup). Its seen_at
+-- moves at most once a minute, so requests do not each write a row version.
+WITH live AS (
+    SELECT id, user_name, role FROM console_session
+    WHERE token_hash = %(token_hash)s AND revoked_at IS NULL AND expires_at > now()
+), seen AS (
+    UPDATE console_session s SET seen_at = now()
+    FROM live WHERE s.id = live.id AND s.seen_at < now() - interval '1 minute'
+)
+SELECT id, user_name, role FROM live;
+
+-- console_session_revoke --
+-- End the live session a token's hash names (sign-out, a changed role).
+UPDATE console_session SET revoked_at = now()
+WHERE token_hash = %(token_hash)s AND revoked_at IS NULL
+RETURNING id;
+
+-- console_session_revoke_id --
+-- End a live session by its id (an operator's revoke); its user back.
+UPDATE console_session SET revoked_at = now()
+WHERE id = %(id)s AND revoked_at IS NULL AND expires_at > now()
+RETURNING user_name, role;
+
+-- console_session_list --
+-- The live sessions, newest first.
+SELECT id, token_hash, user_name, role, created_at, seen_at, expires_at
+FROM console_session
+WHERE revoked_at IS NULL AND expires_at > now()
+ORDER BY id DESC LIMIT %(limit)s;
+
+-- console_session_purge --
+-- Delete a batch of sessions past their expiry, revoked or not (the oldest first).
+DELETE FROM console_session
+WHERE id IN (
+    SELECT id FROM console_session WHERE expires_at <= now() ORDER BY expires_at LIMIT %(limit)s
+);
