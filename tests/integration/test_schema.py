@@ -161,6 +161,26 @@ def test_suppression_purge_tombstones_and_forget_stay_in_the_schema(
             assert store.find_suppression(conn, "bob@example.com") is None  # public's list
 
 
+def test_address_lookups_and_console_sessions_work_in_the_schema(in_schema: Settings) -> None:
+    with psycopg.connect(in_schema.database_url) as conn:
+        outbox.enqueue(conn, **login("to-carol", "Carol@Example.com"), settings=in_schema)
+        table = f'"{in_schema.schema}".email_outbox'
+        conn.execute(f"UPDATE {table} SET status = 'sent', sent_at = now()".encode())
+        found = store.find_messages_to(conn, "carol@example.com")
+        assert [r["idempotency_key"] for r in found] == ["to-carol"]  # the keyed-hash index
+        expires = dt.datetime.now(dt.UTC) + dt.timedelta(hours=1)
+        session = store.console_session_add(
+            conn, token_hash=b"h" * 32, user_name="ops", role="operator", expires_at=expires
+        )
+        assert store.console_session_find(conn, b"h" * 32) is not None
+        assert store.console_session_revoke(conn, b"h" * 32)
+        assert store.console_session_find(conn, b"h" * 32) is None
+        conn.commit()
+    assert session > 0
+    with psycopg.connect(in_schema.database_url) as conn, sql.use_schema(""):
+        assert store.find_messages_to(conn, "carol@example.com") == []  # public's outbox
+
+
 def test_relay_and_delivery_send_from_the_schema(in_schema: Settings) -> None:
     with psycopg.connect(in_schema.database_url) as conn:
         outbox.enqueue(conn, **login("login-1"), priority="high", settings=in_schema)

@@ -20,6 +20,7 @@ import re
 TABLES = frozenset(
     {
         "console_audit",
+        "console_session",
         "email_attachment_blob",
         "email_attachment_use",
         "email_attempt",
@@ -41,6 +42,7 @@ FUNCTIONS = frozenset(
         "email_key_hash",
         "email_outbox_record_update",
         "email_outbox_release_attachments",
+        "email_recipient_hash",
     }
 )
 
