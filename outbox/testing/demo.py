@@ -96,6 +96,7 @@ def _run(settings: Settings, run: str, newsletter: int, timeout: float) -> tuple
                         }
                         for i in range(newsletter)
                     ),
+                    settings=settings,
                 )
                 store.commit(conn)
                 # The login code arrives while the newsletter is draining.
@@ -110,6 +111,7 @@ def _run(settings: Settings, run: str, newsletter: int, timeout: float) -> tuple
                     template="login_code",
                     params={"name": "Alice", "code": "482913", "product": "Outbox", "minutes": 10},
                     priority="high",
+                    settings=settings,
                 )
                 store.commit(conn)
             print(

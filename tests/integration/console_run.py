@@ -35,6 +35,16 @@ def console_settings(settings: Settings, **extra: object) -> Settings:
     return dataclasses.replace(settings, **values)  # type: ignore[arg-type]
 
 
+def sso_settings(settings: Settings) -> Settings:
+    """The console behind a trusted proxy on loopback that names the user in a header."""
+    return console_settings(
+        settings,
+        console_users="olga:operator:",
+        console_sso_header="X-Forwarded-User",
+        console_trusted_proxies="127.0.0.1",
+    )
+
+
 @dataclass
 class Running:
     url: str  # http://127.0.0.1:PORT

@@ -25,6 +25,7 @@ from tests.integration.console_run import (
     console_settings,
     csrf_of,
     signed_in,
+    sso_settings,
     web,
 )
 from tests.integration.helpers import LOGIN, add_login, harness, pool, query
@@ -385,12 +386,7 @@ def test_a_session_signed_with_another_secret_is_refused(
 def test_single_sign_on_believes_the_header_only_from_a_trusted_proxy(
     settings: Settings,
 ) -> None:
-    trusting = console_settings(
-        settings,
-        console_users="olga:operator:",
-        console_sso_header="X-Forwarded-User",
-        console_trusted_proxies="127.0.0.1",
-    )
+    trusting = sso_settings(settings)
     with web(trusting) as r:
         viewer = httpx.get(f"{r.url}/console/", headers={"X-Forwarded-User": "vera"})
         assert viewer.status_code == 200

@@ -20,6 +20,7 @@ from tests.integration.console_run import (
     console_settings,
     csrf_of,
     signed_in,
+    sso_settings,
     web,
 )
 from tests.integration.helpers import query
@@ -199,12 +200,7 @@ def test_a_request_writes_the_session_row_at_most_once_a_minute(
 
 
 def test_single_sign_on_keeps_no_session_row(settings: Settings) -> None:
-    trusting = console_settings(
-        settings,
-        console_users="olga:operator:",
-        console_sso_header="X-Forwarded-User",
-        console_trusted_proxies="127.0.0.1",
-    )
+    trusting = sso_settings(settings)
     with web(trusting) as r:
         olga = r.client(headers={"X-Forwarded-User": "olga"})
         page = olga.get("/console/")

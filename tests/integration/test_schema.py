@@ -182,14 +182,7 @@ def test_address_lookups_and_console_sessions_work_in_the_schema(in_schema: Sett
 
 
 def test_relay_and_delivery_send_from_the_schema(in_schema: Settings) -> None:
-    with psycopg.connect(in_schema.database_url) as conn:
-        outbox.enqueue(conn, **login("login-1"), priority="high", settings=in_schema)
-        outbox.enqueue_many(conn, news(20), settings=in_schema)
-        conn.commit()
-    with harness(in_schema) as (h, sink):
-        _drain(h, in_schema)
-    assert {s for _, s in rows(in_schema)} == {"sent"}
-    assert len(set(sink.message_ids())) == 21
+    assert _send_all(in_schema, in_schema, 20) == 21
     attempts = _count(in_schema, "email_attempt")
     events = _count(in_schema, "email_event")
     assert attempts == 21
@@ -207,14 +200,7 @@ def test_through_pgbouncer_in_transaction_mode(
         database_url=_through(in_schema.database_url, pgbouncer),
         prepared_statements="off",
     )
-    with psycopg.connect(bounced.database_url) as conn:
-        outbox.enqueue(conn, **login("login-1"), priority="high", settings=bounced)
-        outbox.enqueue_many(conn, news(40), settings=bounced)
-        conn.commit()
-    with harness(bounced) as (h, sink):
-        _drain(h, bounced)
-    assert {s for _, s in rows(in_schema)} == {"sent"}
-    assert len(set(sink.message_ids())) == 41
+    assert _send_all(bounced, in_schema, 40) == 41
     assert rows(public(in_schema)) == []
 
 
@@ -298,6 +284,18 @@ def _count(settings: Settings, table: str) -> int:
     with psycopg.connect(settings.database_url) as conn:
         found = conn.execute(f'SELECT count(*) FROM "{settings.schema}".{table}'.encode())
         return int(found.fetchone()[0])  # type: ignore[index]
+
+
+def _send_all(through: Settings, direct: Settings, newsletter: int) -> int:
+    """Enqueue a login code and a newsletter, send them all; the Message-IDs received."""
+    with psycopg.connect(through.database_url) as conn:
+        outbox.enqueue(conn, **login("login-1"), priority="high", settings=through)
+        outbox.enqueue_many(conn, news(newsletter), settings=through)
+        conn.commit()
+    with harness(through) as (h, sink):
+        _drain(h, direct)
+    assert {s for _, s in rows(direct)} == {"sent"}
+    return len(set(sink.message_ids()))
 
 
 def _drain(h: Any, settings: Settings) -> None:
