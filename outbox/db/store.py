@@ -1226,6 +1226,9 @@ def purge(
                 total.events + events,
                 total.bounces + bounces,
             )
+            if emails and total.emails == emails:  # the first batch that wrote tombstones
+                conn.execute(queries["analyze_tombstones"])
+                conn.commit()
             if on_batch is not None and emails:
                 on_batch(total)
             # A short batch was the last: nothing older is left (but rows held meanwhile).

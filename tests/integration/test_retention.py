@@ -242,3 +242,53 @@ def test_the_relays_daily_retention_runs_in_one_relay_at_a_time(settings: Settin
         assert other.execute(
             "SELECT pg_try_advisory_lock(%s, hashtext(''))", (store.RETENTION_LOCK,)
         ).fetchone() == (True,)
+
+
+AGE_ALL = f"UPDATE email_outbox SET status = 'sent', sent_at = {OLD}, created_at = {OLD}"
+
+
+def _run(settings: Settings, sql: str) -> None:
+    with psycopg.connect(settings.database_url) as conn:
+        conn.execute(sql.encode())
+
+
+def _tombstone_seq_scans(settings: Settings) -> int:
+    found = query(
+        settings,
+        "SELECT seq_scan FROM pg_stat_user_tables WHERE relid = 'email_key_tombstone'::regclass",
+    )
+    return int(found[0][0])
+
+
+def test_enqueues_planned_before_a_first_purge_read_its_tombstones_by_the_index(
+    settings: Settings,
+) -> None:
+    # An application's connection keeps a generic plan of enqueue's statement
+    # (prepared statements). Planned while the tombstones were empty, as
+    # autovacuum leaves a new database, it reads them whole: each enqueue would
+    # read every tombstone a purge writes, until the statistics change.
+    _run(settings, "ANALYZE email_key_tombstone")
+    with psycopg.connect(settings.database_url) as app:
+        for i in range(15):  # psycopg prepares at the 5th, Postgres goes generic 5 later
+            _login(app, settings, f"before-{i}", "a@example.com")
+            app.commit()
+        _run(settings, AGE_ALL)
+        with psycopg.connect(settings.database_url) as conn:
+            enqueue_many(conn, [
+                {"idempotency_key": f"old-{i}", "to": f"r{i}@example.com",
+                 "template": "newsletter", "params": NEWS} for i in range(3000)
+            ], settings=settings)  # fmt: skip
+            conn.commit()
+        _run(settings, AGE_ALL)
+        with psycopg.connect(settings.database_url) as conn:
+            purged = store.purge(conn, before=dt.datetime.now(dt.UTC) - dt.timedelta(days=30))
+        assert purged.emails == 3015
+        app.execute("SELECT pg_stat_force_next_flush()")
+        app.commit()
+        scans = _tombstone_seq_scans(settings)
+        for i in range(10):
+            _login(app, settings, f"after-{i}", "a@example.com")
+            app.commit()
+        app.execute("SELECT pg_stat_force_next_flush()")
+        app.commit()
+    assert _tombstone_seq_scans(settings) == scans  # the index, not a scan per enqueue

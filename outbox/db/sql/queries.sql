@@ -949,6 +949,15 @@ SELECT (SELECT count(*) FROM gone), (SELECT max(id) FROM doomed),
        (SELECT count(*) FROM attempts), (SELECT count(*) FROM events),
        (SELECT count(*) FROM bounces);
 
+-- analyze_tombstones --
+-- Fresh statistics of the tombstones, taken once a purge has written its first
+-- batch of them. Sessions keep a generic plan of insert_message per connection
+-- (prepared statements); planned while the table was empty, it reads the
+-- tombstones by a sequential scan, which then costs every enqueue a read of
+-- every tombstone until statistics change: ANALYZE changes them, and every
+-- session plans again, by the index.
+ANALYZE email_key_tombstone;
+
 -- purge_count --
 -- How many finished emails a purge would delete (--dry-run).
 SELECT count(*) FROM email_outbox
