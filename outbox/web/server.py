@@ -25,7 +25,7 @@ import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
 from http import HTTPStatus
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import parse_qs
 
 import h11
 import uvicorn
@@ -88,10 +88,10 @@ class Unsubscribes:
         self.pool = pool
 
     def handle(self, method: str, target: str, body: bytes = b"") -> Response:
-        parts = urlsplit(target)
-        if parts.path == "/healthz":
+        path, query = split_target(target)
+        if path == "/healthz":
             return Response(HTTPStatus.OK, "ok\n", "text/plain; charset=utf-8")
-        token = parse_qs(parts.query).get("token", [""])[0]
+        token = parse_qs(query).get("token", [""])[0]
         outbox_id = unsubscribe.outbox_id_from_token(
             token, secret=self.secret, previous=self.previous
         )
@@ -157,7 +157,7 @@ class App:
     def handle(
         self, method: str, target: str, body: bytes = b"", headers: Mapping[str, str] | None = None
     ) -> Response:
-        path = urlsplit(target).path
+        path, _ = split_target(target)
         if path == "/healthz":
             return Response(HTTPStatus.OK, "ok\n", _TEXT)
         if path == "/metrics":
@@ -480,6 +480,16 @@ def serve(
         stop.wait()
         server.shutdown()
         server.server_close()
+
+
+def split_target(target: str) -> tuple[str, str]:
+    """The path and query of a request target in origin form (RFC 9112, 3.2.1).
+
+    Not urlsplit: it reads a target starting with ``//`` as a host name (and
+    raises on ``//[``), where the request line holds only a path.
+    """
+    path, _, query = target.partition("?")
+    return path, query.partition("#")[0]
 
 
 def _is_one_click(body: bytes) -> bool:

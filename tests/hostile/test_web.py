@@ -199,6 +199,9 @@ def test_hostile_requests_get_a_clear_answer(
         b"POST /webhooks/postmark HTTP/1.1\r\nHost: x\r\nContent-Length: -1\r\n\r\n",
         b"GET /\x00 HTTP/1.1\r\nHost: x\r\n\r\n",
         b"NOT HTTP AT ALL\r\n\r\n",
+        # A path that urlsplit reads as a host (and cannot parse).
+        b"POST //[ HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n",
+        b"POST //webhooks/postmark HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n",
     ],
 )
 def test_malformed_http_gets_a_400_not_a_dropped_connection(
