@@ -14,10 +14,12 @@ Each request's answer is what it would have been alone: its own created or
 found row, its own conflict or refusal (neither touches the transaction: both
 are decided before or without a write). A statement Postgres refuses loses the
 whole transaction, so then the group is done again one request per
-transaction and only that request fails. A commit that fails leaves every
-request of the group unanswered as "database unavailable" (503): a client
-that tries again with the same Idempotency-Key gets the row if the commit had
-landed after all.
+transaction and only that request fails. A commit that fails (the connection
+lost) is handled the same way: each request is enqueued again on its own, and
+one whose row had landed after all is found by its key (200, the same body);
+a request whose own transaction fails too is answered "database unavailable"
+(503), and a client that tries again with the same Idempotency-Key loses
+nothing.
 """
 
 from __future__ import annotations
@@ -120,7 +122,9 @@ class EnqueueGroups:
                 # so the one at fault fails alone.
                 log.info("a shared commit of %d emails failed (%s): one by one", len(group), exc)
             else:
-                self.group_sizes = [*self.group_sizes[-99:], len(group)]
+                with self._cond:  # committers finish at once: one list, kept short
+                    self.group_sizes.append(len(group))
+                    del self.group_sizes[:-100]
                 for job, outcome in zip(group, outcomes, strict=True):
                     _settle(job, outcome)
                 return
