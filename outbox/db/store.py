@@ -538,6 +538,7 @@ def defer_paced(conn: Conn, deferrals: Sequence[Deferral], worker: str) -> None:
 class Swept:
     requeued: int  # queued rows whose broker message was lost
     uncertain: dict[str, int]  # sending rows of a silent worker process, by new status
+    journaled: int = 0  # rows of silent processes recorded from their journaled results
 
 
 def sweep(
@@ -1076,6 +1077,41 @@ def record_results(conn: Conn, results: Sequence[tuple[str, AttemptRecord]]) -> 
             queries["record_results"], {"results": orjson.dumps(rows).decode()}
         ).fetchall()
     return {r[0] for r in found}
+
+
+def recover_journaled(
+    conn: Conn, results: Sequence[tuple[str, AttemptRecord]], *, stuck_seconds: float
+) -> int:
+    """Record the journaled results whose rows a silent process still holds
+    (:mod:`outbox.delivery.journal`); the number recorded. In the caller's
+    transaction, before :func:`sweep` marks the remaining rows uncertain."""
+    if not results:
+        return 0
+    pairs = orjson.dumps(
+        [{"id": r.id, "worker": w, "attempt": r.attempt} for w, r in results]
+    ).decode()
+    with translate_errors():
+        rows = conn.execute(
+            queries["journaled_stuck"], {"rows": pairs, "stuck_seconds": stuck_seconds}
+        ).fetchall()
+    stuck = {int(r[0]) for r in rows}
+    chosen = [(w, r) for w, r in results if r.id in stuck]
+    return len(record_results(conn, chosen)) if chosen else 0
+
+
+def finished_journals(
+    conn: Conn,
+    results: Sequence[tuple[str, AttemptRecord]],
+    workers: Sequence[str],
+    *,
+    stuck_seconds: float,
+) -> list[str]:
+    """The journaling workers of silent processes with nothing left to apply."""
+    pairs = orjson.dumps([{"id": r.id, "worker": w} for w, r in results]).decode()
+    args = {"rows": pairs, "workers": list(workers), "stuck_seconds": stuck_seconds}
+    with translate_errors():
+        rows = conn.execute(queries["journals_finished"], args).fetchall()
+    return [str(r[0]) for r in rows]
 
 
 def _record_fields(record: AttemptRecord) -> dict[str, Any]:

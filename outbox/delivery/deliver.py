@@ -29,6 +29,7 @@ from outbox.config import Settings
 from outbox.db import store
 from outbox.delivery.breaker import Gate
 from outbox.delivery.classify import classify_reply, refuses_address
+from outbox.delivery.journal import ResultJournal
 from outbox.delivery.outage import SharedBreaker, describe_failure, is_path_failure
 from outbox.delivery.retry import RetryPolicy, decide
 from outbox.delivery.writer import ResultWriter
@@ -159,6 +160,7 @@ class Delivery:
             ),
             max_age_seconds=settings.max_age_seconds,
         )
+        self.journal = ResultJournal(settings.redis_url, settings.namespace)
         self.postgres = DownOnce(log, "Postgres (taking rows)")
         # During an outage each email's return is counted, and logged once per interval.
         self.returned = Summary(log, "emails returned to pending without an attempt")
@@ -167,8 +169,8 @@ class Delivery:
     def deliver(self, ids: Sequence[int]) -> None:
         """Send the rows ``ids`` that are still queued; others are acknowledged as done.
 
-        Each result is handed to the writer the moment it is known; the batch
-        returns once all of them are written.
+        Each result is journaled in Redis and handed to the writer the moment
+        it is known; the batch returns once all of them are written.
         """
         worker = worker_name()
         rows = self._take(ids, worker)
@@ -179,6 +181,9 @@ class Delivery:
         written: list[Future[str | None]] = []
         deferred: list[store.Deferral] = []
         handled = 0  # rows of the batch with a result, a deferral or a hand-back
+        # The previous result if it could not be journaled: the next dot waits for
+        # Postgres to record it, so a kill still resends one message per thread.
+        unjournaled: Future[str | None] | None = None
         try:
             for index, row in enumerate(rows):
                 handled = index
@@ -193,14 +198,15 @@ class Delivery:
                         written.append(self.writer.submit(worker, unattempted))
                     self.returned.add(reason, len(rows) - index)
                     break
-                # The previous result is being written while this email is built and its
-                # conversation opened; only the end-of-data dot waits for it.
-                previous = written[-1] if written else None
-                result = self._attempt(row, worker, previous)
+                result = self._attempt(row, worker, unjournaled)
                 if isinstance(result, store.Deferral):
                     deferred.append(result)
                     continue
+                kept = isinstance(result, store.AttemptRecord) and self.journal.record(
+                    worker, result
+                )
                 written.append(self.writer.submit(worker, result))
+                unjournaled = None if kept or isinstance(result, store.Unattempted) else written[-1]
                 if isinstance(result, store.Unattempted) and index + 1 < len(rows):
                     # The path just failed: the rest of the batch would wait for the same
                     # timeout each, held `sending`; it goes back untried at once.
@@ -226,6 +232,7 @@ class Delivery:
             try:
                 for done in written:
                     self.writer.wait(done)
+                self.journal.clear(worker)  # all in Postgres now
             finally:
                 if deferred:
                     with self.pool.connection() as conn:

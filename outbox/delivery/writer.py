@@ -1,19 +1,17 @@
-"""Results recorded as soon as they are known, several threads' in one statement.
+"""Results recorded in Postgres in groups, several threads' in one statement.
 
 A worker thread hands each result over the moment its reply arrives
-(:meth:`ResultWriter.submit`) and goes on building its next message; before
-that message's end-of-data dot, and at the end of its batch, it waits for its
-earlier results (:meth:`ResultWriter.wait`). One writer thread per process
-writes whatever has been handed over, its own threads' results together, in
-one statement (:func:`outbox.db.store.record_results`, and
-:func:`outbox.db.store.return_unattempted` for rows handed back), and starts
-the next write as soon as one ends: group commit without a timer, so a result
-waits for at most the write in progress and its own, and under load the writes
-grow instead of multiplying.
-
-A worker killed with SIGKILL then resends only the messages whose reply had
-arrived and was not yet written: at most one per thread (the one whose dot it
-was waiting to send), instead of a whole batch per thread.
+(:meth:`ResultWriter.submit`); it has already journaled it in Redis
+(:mod:`outbox.delivery.journal`), so it goes on to its next message at once.
+One writer thread per process writes what has been handed over in one
+statement (:func:`outbox.db.store.record_results`, and
+:func:`outbox.db.store.return_unattempted` for rows handed back). A group
+gathers for at most ``gather_seconds`` or ``group_size`` results, and goes at
+once when a thread waits for one of its results (:meth:`ResultWriter.wait`):
+at the end of its batch, or before its next end-of-data dot when its result
+could not be journaled. Each statement and commit costs Postgres far more
+than a result in it, so groups keep that cost near what one write per batch
+cost, while a result reaches Postgres within milliseconds.
 
 While Postgres is away the writer keeps the results and tries again (the rows
 stay ``sending``, held by this live process, and are not swept); it says so
@@ -41,6 +39,9 @@ from outbox.telemetry.outages import DownOnce
 log = logging.getLogger(__name__)
 
 _RETRY_DELAYS = (0.1, 0.2, 0.5, 1.0)  # then every second until Postgres answers
+# A group of journaled results waits this long for others to join it, at most.
+GATHER_SECONDS = 0.02
+GROUP_SIZE = 64
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,11 +52,21 @@ class _Item:
 
 
 class ResultWriter:
-    def __init__(self, connect: Callable[[], store.Conn], *, max_age_seconds: float) -> None:
+    def __init__(
+        self,
+        connect: Callable[[], store.Conn],
+        *,
+        max_age_seconds: float,
+        gather_seconds: float = GATHER_SECONDS,
+        group_size: int = GROUP_SIZE,
+    ) -> None:
         self._connect = connect  # an autocommit connection of the writer's own
         self._conn: store.Conn | None = None
         self.max_age_seconds = max_age_seconds
+        self.gather_seconds = gather_seconds
+        self.group_size = group_size
         self._items: list[_Item] = []
+        self._waiting = 0  # threads blocked in wait(): their group goes at once
         self._cond = threading.Condition()
         self._thread: threading.Thread | None = None
         self.postgres = DownOnce(log, "Postgres (recording results)")
@@ -91,13 +102,28 @@ class ResultWriter:
 
     def wait(self, done: Future[str | None]) -> str | None:
         """The row's new status once its result is written (None: no longer ours)."""
-        return done.result()
+        if done.done():
+            return done.result()
+        with self._cond:
+            self._waiting += 1
+            self._cond.notify_all()
+        try:
+            return done.result()
+        finally:
+            with self._cond:
+                self._waiting -= 1
 
     def _run(self) -> None:
         while True:
             with self._cond:
                 while not self._items:
                     self._cond.wait()
+                deadline = time.monotonic() + self.gather_seconds
+                while not self._waiting and len(self._items) < self.group_size:
+                    left = deadline - time.monotonic()
+                    if left <= 0:
+                        break
+                    self._cond.wait(left)
                 batch, self._items = self._items, []
             self._write_all(batch)
 

@@ -826,6 +826,37 @@ WITH results AS (
 )
 SELECT id FROM updated;
 
+-- journaled_stuck --
+-- Of the rows named by results that worker threads journaled (id, worker,
+-- attempt), the ones still held by that worker in that attempt whose process
+-- has been silent for the stuck threshold: locked, so their journaled results
+-- are recorded instead of the sweep marking them uncertain. Rows of live
+-- processes are theirs to record; an entry of an earlier attempt is stale.
+SELECT o.id
+FROM jsonb_to_recordset(%(rows)s::jsonb) AS j(id bigint, worker text, attempt int)
+JOIN email_outbox o ON o.id = j.id AND o.locked_by = j.worker AND o.attempts = j.attempt
+WHERE o.status = 'sending' AND o.locked_at < now() - make_interval(secs => %(stuck_seconds)s)
+  AND NOT EXISTS (
+      SELECT FROM outbox_process p
+      WHERE starts_with(o.locked_by, p.name || ':')
+        AND p.beat_at > now() - make_interval(secs => %(stuck_seconds)s))
+FOR UPDATE OF o SKIP LOCKED;
+
+-- journals_finished --
+-- Journaling workers (threads) whose process has been silent for the stuck
+-- threshold and that hold none of the rows their journal names: nothing in
+-- their journals is left to apply.
+SELECT w.worker
+FROM unnest(%(workers)s::text[]) AS w(worker)
+WHERE NOT EXISTS (
+          SELECT FROM outbox_process p
+          WHERE starts_with(w.worker, p.name || ':')
+            AND p.beat_at > now() - make_interval(secs => %(stuck_seconds)s))
+  AND NOT EXISTS (
+          SELECT FROM jsonb_to_recordset(%(rows)s::jsonb) AS j(id bigint, worker text)
+          JOIN email_outbox o ON o.id = j.id AND o.locked_by = j.worker
+          WHERE j.worker = w.worker AND o.status = 'sending');
+
 -- return_unattempted --
 -- Hand back rows whose send never reached a verdict on the message: the
 -- sending path failed, or its breaker is open. Not an attempt, so the charge is

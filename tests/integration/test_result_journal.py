@@ -1,0 +1,177 @@
+"""Results journaled in the real Redis before the next send, and recovered by
+the sweep from a process that died before writing them to the real Postgres."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+
+import redis
+
+from outbox.config import Settings
+from outbox.db import store
+from outbox.delivery.journal import ResultJournal, journal_key
+from tests.integration.helpers import add_newsletter, harness, pool, query, statuses, wait_until
+from tests.integration.test_result_writer import _sent, _taken
+
+DEAD = "gone-host:4242:worker-1"  # no heartbeat: a process killed mid-batch
+
+
+def _age_locks(settings: Settings, seconds: float) -> None:
+    """The rows were taken ``seconds`` ago (the stuck threshold has passed)."""
+    with store.connect(settings.database_url, autocommit=True) as conn:
+        conn.execute(
+            "UPDATE email_outbox SET locked_at = now() - make_interval(secs => %s)"
+            " WHERE status = 'sending'",
+            (seconds,),
+        )
+
+
+def _sweep(settings: Settings) -> tuple[int, store.Swept]:
+    journal = ResultJournal(settings.redis_url, settings.namespace)
+    with pool(settings) as conn_pool, conn_pool.connection() as conn:
+        recovered = journal.recover(conn, stuck_seconds=settings.stuck_seconds)
+        swept = store.sweep(conn, stuck_seconds=settings.stuck_seconds, max_attempts=8, hold=False)
+    journal.drop(recovered.finished)
+    return recovered.recorded, swept
+
+
+def test_the_sweep_records_what_a_dead_worker_journaled_and_resends_only_the_rest(
+    settings: Settings, redis_client: redis.Redis
+) -> None:
+    with pool(settings) as conn_pool:
+        sent_a, sent_b, in_flight = _taken(settings, conn_pool, 3, DEAD)
+    journal = ResultJournal(settings.redis_url, settings.namespace)
+    assert journal.record(DEAD, _sent(sent_a))
+    assert journal.record(DEAD, _sent(sent_b, text="2.0.0 queued as B2"))
+    journal.close()
+    _age_locks(settings, settings.stuck_seconds + 5)
+
+    recorded, swept = _sweep(settings)
+
+    assert recorded == 2
+    assert swept.uncertain == {"pending": 1}  # only the one it had in flight
+    rows = query(
+        settings, "SELECT id, status, attempts, provider_message_id FROM email_outbox ORDER BY id"
+    )
+    assert rows == [
+        (sent_a, "sent", 1, "A1"),
+        (sent_b, "sent", 1, "A1"),
+        (in_flight, "pending", 1, None),
+    ]
+    attempts = query(
+        settings, "SELECT outbox_id, verdict, reply_text FROM email_attempt ORDER BY outbox_id"
+    )
+    assert attempts == [
+        (sent_a, "sent", "2.0.0 queued as A1"),
+        (sent_b, "sent", "2.0.0 queued as B2"),
+        (in_flight, "uncertain", "worker lost while sending"),
+    ]
+    assert not redis_client.exists(journal_key(settings.namespace, DEAD))  # nothing left to apply
+
+
+def test_a_live_process_journal_is_left_to_it(
+    settings: Settings, redis_client: redis.Redis
+) -> None:
+    live = "live-host:7:worker-3"
+    with pool(settings) as conn_pool:
+        (row_id,) = _taken(settings, conn_pool, 1, live)
+        with conn_pool.connection() as conn:
+            store.beat(conn, "live-host:7", "worker", {})
+    journal = ResultJournal(settings.redis_url, settings.namespace)
+    assert journal.record(live, _sent(row_id))
+    _age_locks(settings, settings.stuck_seconds + 5)  # a slow send, but its process beats
+
+    recorded, swept = _sweep(settings)
+
+    assert (recorded, swept.uncertain) == (0, {})
+    assert query(settings, "SELECT status FROM email_outbox") == [("sending",)]
+    assert redis_client.hlen(journal_key(settings.namespace, live)) == 1
+    journal.clear(live)  # the live thread drops it once Postgres has the result
+    # Sent without waiting for Redis' reply (there is none): it arrives very soon.
+    wait_until(lambda: not redis_client.exists(journal_key(settings.namespace, live)), 5)
+
+
+def test_an_entry_of_an_earlier_attempt_is_not_applied(settings: Settings) -> None:
+    with pool(settings) as conn_pool:
+        (row_id,) = _taken(settings, conn_pool, 1, DEAD)
+    journal = ResultJournal(settings.redis_url, settings.namespace)
+    stale = dataclasses.replace(_sent(row_id), attempt=0)  # the row is in attempt 1
+    assert journal.record(DEAD, stale)
+    _age_locks(settings, settings.stuck_seconds + 5)
+
+    recorded, swept = _sweep(settings)
+
+    assert (recorded, swept.uncertain) == (0, {"pending": 1})
+    assert query(settings, "SELECT verdict FROM email_attempt") == [("uncertain",)]
+
+
+def test_a_journal_entry_outlives_a_sigkill_right_after_it_was_sent(
+    settings: Settings, redis_client: redis.Redis
+) -> None:
+    """Replies are off, so nothing waits on Redis: the bytes handed to the kernel
+    before the kill still arrive, whatever the process does next."""
+    script = textwrap.dedent(
+        f"""
+        import os, signal
+        from outbox.delivery.journal import ResultJournal
+        from tests.integration.test_result_writer import _sent
+        journal = ResultJournal({settings.redis_url!r}, {settings.namespace!r})
+        for row_id in range(1, 201):
+            assert journal.record({DEAD!r}, _sent(row_id))
+        os.kill(os.getpid(), signal.SIGKILL)
+        """
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script],
+        check=False,
+        cwd=os.getcwd(),
+        capture_output=True,
+        timeout=60,
+    )
+    assert done.returncode == -signal.SIGKILL, done.stderr.decode()
+    key = journal_key(settings.namespace, DEAD)
+    wait_until(lambda: redis_client.hlen(key) == 200, 5)
+
+
+def test_without_redis_nothing_is_journaled_and_the_caller_is_told(settings: Settings) -> None:
+    journal = ResultJournal("redis://127.0.0.1:9/0", settings.namespace)  # nothing listens
+    assert journal.record(DEAD, _sent(1)) is False
+    assert journal.redis.is_down
+
+
+def test_a_delivered_batch_leaves_no_journal_behind(
+    settings: Settings, redis_client: redis.Redis
+) -> None:
+    add_newsletter(settings, 30)
+    with harness(settings) as (h, sink):
+        h.run()
+    assert statuses(settings) == {"sent": 30}
+    assert len(sink.messages) == 30
+    wait_until(lambda: not list(redis_client.scan_iter(f"{settings.namespace}:results:*")), 5)
+
+
+def test_without_redis_each_send_waits_for_postgres_and_nothing_is_lost(
+    settings: Settings,
+) -> None:
+    """The journal is an accelerator: without it the end-of-data dot waits for
+    the thread's previous result to be in Postgres, as before it existed."""
+    unreachable = dataclasses.replace(settings, redis_url="redis://127.0.0.1:9/0")
+    add_newsletter(unreachable, 30)
+    with harness(unreachable) as (h, sink):
+        h.run()
+        assert h.delivery.journal.redis.is_down
+    assert statuses(settings) == {"sent": 30}
+    assert len(sink.messages) == 30
+    assert query(settings, "SELECT count(*) FROM email_attempt") == [(30,)]
+
+
+def test_a_result_orjson_cannot_write_is_left_to_postgres(settings: Settings) -> None:
+    journal = ResultJournal(settings.redis_url, settings.namespace)
+    hostile = dataclasses.replace(_sent(1), reply_text="250 ok \udcff")  # undecodable byte
+    assert journal.record(DEAD, hostile) is False
+    assert not journal.redis.is_down  # Redis was fine; this one goes the slow way
