@@ -107,7 +107,8 @@ class ResultJournal:
             self._retry_at = time.monotonic() + _RETRY_SECONDS
             self.redis.failed(exc)
             return False
-        self.redis.ok()
+        if self.redis.is_down:  # read without its lock: ok() takes it only after an outage
+            self.redis.ok()
         return True
 
     def _drop(self) -> None:
