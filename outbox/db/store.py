@@ -538,7 +538,6 @@ def defer_paced(conn: Conn, deferrals: Sequence[Deferral], worker: str) -> None:
 class Swept:
     requeued: int  # queued rows whose broker message was lost
     uncertain: dict[str, int]  # sending rows of a silent worker process, by new status
-    journaled: int = 0  # rows of silent processes recorded from their journaled results
 
 
 def sweep(

@@ -10,7 +10,6 @@ transaction rolls back) and a message published for a row that is no longer
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import logging
 import os
 import socket
@@ -165,7 +164,7 @@ class Relay:
                 swept.requeued,
                 swept.uncertain,
             )
-        return dataclasses.replace(swept, journaled=recovered.recorded)
+        return swept
 
     def run(self, stop: threading.Event) -> None:
         """Loop until ``stop`` is set: publish, sweep now and then, wait for work."""
