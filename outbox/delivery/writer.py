@@ -83,7 +83,11 @@ class ResultWriter:
                     target=self._run, name="outbox-result-writer", daemon=True
                 )
                 self._thread.start()
-            self._cond.notify()
+            # Only a change the writer acts on wakes it: a first result to gather
+            # for, or a full group. Waking it for every result would cost a thread
+            # switch, and the interpreter lock, per message.
+            if len(self._items) == 1 or len(self._items) >= self.group_size:
+                self._cond.notify()
         return item.done
 
     def _connection(self) -> store.Conn:
