@@ -1101,13 +1101,13 @@ def recover_journaled(
 def finished_journals(
     conn: Conn,
     results: Sequence[tuple[str, AttemptRecord]],
-    workers: Sequence[str],
+    processes: Sequence[str],
     *,
     stuck_seconds: float,
 ) -> list[str]:
-    """The journaling workers of silent processes with nothing left to apply."""
+    """The silent journaling processes (``host:pid``) with nothing left to apply."""
     pairs = orjson.dumps([{"id": r.id, "worker": w} for w, r in results]).decode()
-    args = {"rows": pairs, "workers": list(workers), "stuck_seconds": stuck_seconds}
+    args = {"rows": pairs, "processes": list(processes), "stuck_seconds": stuck_seconds}
     with translate_errors():
         rows = conn.execute(queries["journals_finished"], args).fetchall()
     return [str(r[0]) for r in rows]

@@ -29,7 +29,7 @@ from outbox.config import Settings
 from outbox.db import store
 from outbox.delivery.breaker import Gate
 from outbox.delivery.classify import classify_reply, refuses_address
-from outbox.delivery.journal import ResultJournal
+from outbox.delivery.journal import ResultJournal, Ticket
 from outbox.delivery.outage import SharedBreaker, describe_failure, is_path_failure
 from outbox.delivery.retry import RetryPolicy, decide
 from outbox.delivery.writer import ResultWriter
@@ -181,9 +181,9 @@ class Delivery:
         written: list[Future[str | None]] = []
         deferred: list[store.Deferral] = []
         handled = 0  # rows of the batch with a result, a deferral or a hand-back
-        # The previous result if it could not be journaled: the next dot waits for
-        # Postgres to record it, so a kill still resends one message per thread.
-        unjournaled: Future[str | None] | None = None
+        # The previous result: the next dot waits until it is journaled (or, without
+        # Redis, in Postgres), so a kill still resends one message per thread.
+        previous: _Previous | None = None
         try:
             for index, row in enumerate(rows):
                 handled = index
@@ -198,15 +198,17 @@ class Delivery:
                         written.append(self.writer.submit(worker, unattempted))
                     self.returned.add(reason, len(rows) - index)
                     break
-                result = self._attempt(row, worker, unjournaled)
+                result = self._attempt(row, worker, previous)
                 if isinstance(result, store.Deferral):
                     deferred.append(result)
                     continue
-                kept = isinstance(result, store.AttemptRecord) and self.journal.record(
-                    worker, result
+                ticket = (
+                    self.journal.record(worker, result)
+                    if isinstance(result, store.AttemptRecord)
+                    else None
                 )
                 written.append(self.writer.submit(worker, result))
-                unjournaled = None if kept or isinstance(result, store.Unattempted) else written[-1]
+                previous = None if ticket is None else _Previous(ticket, written[-1])
                 if isinstance(result, store.Unattempted) and index + 1 < len(rows):
                     # The path just failed: the rest of the batch would wait for the same
                     # timeout each, held `sending`; it goes back untried at once.
@@ -232,7 +234,7 @@ class Delivery:
             try:
                 for done in written:
                     self.writer.wait(done)
-                self.journal.clear(worker)  # all in Postgres now
+                self.journal.clear(worker, [r.id for r in rows])  # all in Postgres now
             finally:
                 if deferred:
                     with self.pool.connection() as conn:
@@ -288,7 +290,7 @@ class Delivery:
         return store.Deferral(row.id, slot.wait, reason)
 
     def _attempt(
-        self, row: store.OutboxRow, worker: str, previous: Future[str | None] | None = None
+        self, row: store.OutboxRow, worker: str, previous: _Previous | None = None
     ) -> store.AttemptRecord | store.Deferral | store.Unattempted:
         """One attempt in its own span: in the business event's trace for a
         login code (a child of the enqueue span, however many hours and retries
@@ -318,7 +320,7 @@ class Delivery:
             return record
 
     def _attempt_in_span(  # noqa: PLR0915 (one attempt's steps, in the order they happen)
-        self, row: store.OutboxRow, worker: str, previous: Future[str | None] | None = None
+        self, row: store.OutboxRow, worker: str, previous: _Previous | None = None
     ) -> store.AttemptRecord | store.Deferral | store.Unattempted:
         started = time.perf_counter()
         reply: Reply | None = None
@@ -346,14 +348,16 @@ class Delivery:
                 return deferral
             waited = [0.0]
             if previous is not None:
-                written = previous
+                before = previous
 
                 def recorded() -> None:
+                    if self.journal.ensure(before.ticket):
+                        return
                     started_waiting = time.monotonic()
                     # A previous result Postgres refused is the batch's error, raised
                     # when the batch ends; it says nothing about this message's send.
                     with contextlib.suppress(StoreError):
-                        self.writer.wait(written)
+                        self.writer.wait(before.written)
                     waited[0] = time.monotonic() - started_waiting
 
                 message = dataclasses.replace(message, before_commit=recorded)
@@ -456,6 +460,14 @@ class Delivery:
         with self.pool.connection() as conn:
             store.release_unattempted(conn, ids, worker, reason)
         log.info("released %d unattempted rows: %s", len(ids), reason)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Previous:
+    """A thread's previous result, which must be kept before its next dot."""
+
+    ticket: Ticket  # in Redis' journal
+    written: Future[str | None]  # in Postgres, if the journal failed
 
 
 def _each_recipient(reply: Reply) -> list[dict[str, Any]]:

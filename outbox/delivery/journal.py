@@ -4,12 +4,19 @@ A worker killed with SIGKILL resends what it had sent and not yet recorded.
 Writing every result to Postgres before the thread's next end-of-data dot
 keeps that to one message per thread, but costs a statement (and a commit)
 per handful of results, and the dot waits for it. Instead each result is
-journaled in Redis the moment its reply arrives: one command sent on the
-thread's own connection, with replies switched off (``CLIENT REPLY OFF``), so
-the thread never waits for Redis; once ``send`` has returned the bytes are in
-the kernel, and a process killed then still delivers them (nothing unread
-in the socket, so it closes in order). The results go on to Postgres in
-groups, and the thread drops its journal once its batch is recorded.
+journaled in Redis before its thread's next dot: :meth:`ResultJournal.record`
+adds it to the process's buffer, and :meth:`ResultJournal.ensure`, called
+just before that dot, hands the buffer to the kernel if no other thread has
+done so meanwhile. Replies are switched off (``CLIENT REPLY OFF``), so no
+thread waits for Redis; once ``send`` has returned the bytes are in the
+kernel, and a process killed then still delivers them (nothing unread in the
+socket, so it closes in order). Between a reply and the next dot lie the
+next message's building and its envelope's round trips, in which the other
+threads' dots usually carry the result along: one send carries several
+threads' results, and Redis reads them in one event. A result waits in the
+buffer only while its thread has not sent again, so a kill still resends at
+most one message per thread. The results go on to Postgres in groups, and
+the thread drops its journal once its batch is recorded.
 
 The sweeper (:meth:`ResultJournal.recover`) applies what a silent process
 journaled before it marks that process's rows uncertain, so a kill -9
@@ -25,6 +32,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import socket
 import threading
 import time
 from collections.abc import Iterator, Sequence
@@ -48,9 +56,15 @@ _SCAN_COUNT = 200
 _RETRY_SECONDS = 1.0
 
 
-def journal_key(namespace: str, worker: str) -> str:
-    """The Redis hash of one worker thread's results (``host:pid:thread``)."""
-    return f"{namespace}:results:{worker}"
+def process_of(worker: str) -> str:
+    """The process (``host:pid``) of a worker thread (``host:pid:thread``)."""
+    host, pid, _ = worker.split(":", 2)
+    return f"{host}:{pid}"
+
+
+def journal_key(namespace: str, process: str) -> str:
+    """The Redis hash of one worker process's results (``host:pid``), by row id."""
+    return f"{namespace}:results:{process}"
 
 
 def resp(*args: bytes) -> bytes:
@@ -61,47 +75,118 @@ def resp(*args: bytes) -> bytes:
     return b"".join(parts)
 
 
-def encode(record: store.AttemptRecord) -> bytes:
-    return orjson.dumps(record)  # orjson writes dataclasses natively
+def encode(worker: str, record: store.AttemptRecord) -> bytes:
+    return orjson.dumps((worker, record))  # orjson writes dataclasses natively
 
 
-def decode(worker: str, raw: bytes) -> tuple[str, store.AttemptRecord] | None:
-    """A journaled result, or None for one this version cannot read."""
+def decode(raw: bytes) -> tuple[str, store.AttemptRecord] | None:
+    """A journaled (worker thread, result), or None for one this version cannot read."""
     try:
-        fields = orjson.loads(raw)
+        worker, fields = orjson.loads(raw)
+        if not isinstance(worker, str) or not isinstance(fields, dict):
+            return None
         return worker, store.AttemptRecord(**fields)
-    except (orjson.JSONDecodeError, TypeError):
+    except (orjson.JSONDecodeError, TypeError, ValueError):
         return None
+
+
+def commands(buffered: Sequence[tuple[bytes, bytes, bytes | None]]) -> bytes:
+    """The buffer as Redis commands, in order: each run of entries for one key
+    is one ``HSET`` (Redis reads and answers one command, not one per result,
+    and re-arms the key's expiry); an HDEL (``None`` value) ends a run."""
+    out: list[bytes] = []
+    run_key: bytes | None = None
+    run: list[bytes] = []
+
+    def close_run() -> None:
+        if run_key is not None:
+            out.append(resp(b"HSET", run_key, *run))
+            out.append(resp(b"EXPIRE", run_key, b"%d" % _KEEP_SECONDS))
+
+    for key, field, value in buffered:
+        if value is None:
+            close_run()
+            run_key, run = None, []
+            out.append(resp(b"HDEL", key, *field.split(b" ")))
+        elif key == run_key:
+            run += (field, value)
+        else:
+            close_run()
+            run_key, run = key, [field, value]
+    close_run()
+    return b"".join(out)
+
+
+class Ticket:
+    """One result on its way to Redis: ``sent`` is None while it waits in the
+    buffer, then True once it is in the kernel, False if it never will be."""
+
+    __slots__ = ("sent",)
+
+    def __init__(self, sent: bool | None = None) -> None:
+        self.sent = sent
+
+
+_LOST = Ticket(sent=False)
 
 
 class ResultJournal:
     def __init__(self, redis_url: str, namespace: str) -> None:
         self.redis_url = redis_url
         self.namespace = namespace
-        self._local = threading.local()
         self._pool = redis.ConnectionPool.from_url(
             redis_url, socket_timeout=2, socket_connect_timeout=2
         )
+        self._conn: Any = None  # one connection per process, replies off
+        self._keys: dict[str, bytes] = {}  # worker thread -> its process's journal
+        # (key, row id, entry); an entry of None drops the ids (space-separated).
+        self._buffer: list[tuple[bytes, bytes, bytes | None]] = []
+        self._tickets: list[Ticket] = []
+        self._buffer_lock = threading.Lock()  # taken for a list append, never for I/O
+        self._send_lock = threading.Lock()  # one send at a time, in buffer order
         self._retry_at = 0.0  # after a failure, no thread tries Redis again before this
         self.redis = DownOnce(log, "Redis (journaling results)")
         self.sweeper = DownOnce(log, "Redis (reading journaled results)")
 
+    def _key(self, worker: str) -> bytes:
+        key = self._keys.get(worker)
+        if key is None:
+            key = self._keys[worker] = journal_key(self.namespace, process_of(worker)).encode()
+        return key
+
     def _connection(self) -> Any:  # redis-py's connections are untyped
-        conn: Any = getattr(self._local, "conn", None)
-        if conn is None:
-            conn = self._pool.make_connection()
+        if self._conn is None:
+            conn: Any = self._pool.make_connection()
             conn.connect()
             conn.send_command("CLIENT", "REPLY", "OFF")
-            self._local.conn = conn
-        return conn
+            sock = conn._sock
+            if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
+                # Nagle back on: nothing ever waits for a reply here, so small sends
+                # may queue in the kernel while one is unacknowledged, and Redis
+                # wakes once for many of them. Queued bytes are still sent when
+                # the process dies: the kernel closes the socket in order.
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 0)
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_CORK, 1)
+            self._conn = conn
+        return self._conn
 
-    def _send(self, *commands: tuple[bytes, ...]) -> bool:
-        """Hand commands to the kernel for Redis; False when they could not be."""
+    def flush(self) -> None:
+        """Hand everything buffered to the kernel for Redis, in the order it came."""
+        with self._send_lock:
+            with self._buffer_lock:
+                buffered, self._buffer = self._buffer, []
+                tickets, self._tickets = self._tickets, []
+            if not buffered:
+                return
+            sent = self._send(commands(buffered))
+            for ticket in tickets:
+                ticket.sent = sent
+
+    def _send(self, data: bytes) -> bool:
         if time.monotonic() < self._retry_at:
             return False  # Redis failed a moment ago: no connect timeout per message
         try:
-            conn = self._connection()
-            conn.send_packed_command([b"".join(resp(*c) for c in commands)], check_health=False)
+            self._connection().send_packed_command([data], check_health=False)
         except (redis.RedisError, OSError) as exc:
             self._drop()
             self._retry_at = time.monotonic() + _RETRY_SECONDS
@@ -112,31 +197,45 @@ class ResultJournal:
         return True
 
     def _drop(self) -> None:
-        conn: Any = getattr(self._local, "conn", None)
-        self._local.conn = None
+        conn, self._conn = self._conn, None
         if conn is not None:
             with contextlib.suppress(Exception):
                 conn.disconnect()
 
-    def record(self, worker: str, record: store.AttemptRecord) -> bool:
-        """Journal one result; False if it is not, and the caller must wait for Postgres."""
-        key = journal_key(self.namespace, worker).encode()
+    def record(self, worker: str, record: store.AttemptRecord) -> Ticket:
+        """Buffer one result for Redis; :meth:`ensure` it before the thread sends again."""
+        if time.monotonic() < self._retry_at:
+            return _LOST
         try:
-            entry = (b"HSET", key, b"%d" % record.id, encode(record))
+            entry = encode(worker, record)
         except orjson.JSONEncodeError:
-            return False  # a reply with a lone surrogate: Postgres first (it is made storable)
-        if getattr(self._local, "dirty", False):
-            return self._send(entry)
-        self._local.dirty = self._send(entry, (b"EXPIRE", key, b"%d" % _KEEP_SECONDS))
-        return bool(self._local.dirty)
+            return _LOST  # a reply with a lone surrogate: Postgres first (it is made storable)
+        ticket = Ticket()
+        with self._buffer_lock:
+            self._buffer.append((self._key(worker), b"%d" % record.id, entry))
+            self._tickets.append(ticket)
+        return ticket
 
-    def clear(self, worker: str) -> None:
-        """Drop a thread's journal once every result in it is in Postgres."""
-        if getattr(self._local, "dirty", False):
-            key = journal_key(self.namespace, worker).encode()
-            self._local.dirty = not self._send((b"DEL", key))
+    def ensure(self, ticket: Ticket) -> bool:
+        """Whether the result is in the kernel on its way to Redis, sending it if
+        no other thread has; False: it is not, and the caller must wait for Postgres."""
+        if ticket.sent is None:
+            self.flush()
+        return bool(ticket.sent)
+
+    def clear(self, worker: str, ids: Sequence[int]) -> None:
+        """Drop these results of a thread's once they are in Postgres. Sent at
+        once (with whatever other threads have buffered), so an idle worker
+        leaves no journal; lost with Redis, it is harmless: an entry outliving
+        its result is stale, and never applied."""
+        if ids:
+            dropped = b" ".join(b"%d" % i for i in ids)
+            with self._buffer_lock:
+                self._buffer.append((self._key(worker), dropped, None))
+            self.flush()
 
     def close(self) -> None:
+        self.flush()
         self._drop()
 
     # The sweeper's side: an ordinary client, replies on.
@@ -155,7 +254,7 @@ class ResultJournal:
         return client
 
     def journaled(self) -> Iterator[tuple[str, list[bytes]]]:
-        """(worker, raw results) of every journal in this namespace."""
+        """(process, raw results) of every journal in this namespace."""
         client = self._client()
         prefix = journal_key(self.namespace, "")
         for key in client.scan_iter(match=f"{prefix}*", count=_SCAN_COUNT):
@@ -172,34 +271,36 @@ class ResultJournal:
         they would be without a journal.
         """
         results: list[tuple[str, store.AttemptRecord]] = []
-        workers: set[str] = set()
+        processes: set[str] = set()
         try:
-            for worker, values in self.journaled():
-                workers.add(worker)
+            for process, values in self.journaled():
+                processes.add(process)
                 for raw in values:
-                    decoded = decode(worker, raw)
+                    decoded = decode(raw)
                     if decoded is None:
-                        log.warning("a journaled result of %s is unreadable; left out", worker)
+                        log.warning("a journaled result of %s is unreadable; left out", process)
                         continue
                     results.append(decoded)
         except redis.RedisError as exc:
             self.sweeper.failed(exc)
             return Recovered(0, [])
         self.sweeper.ok()
-        if not workers:
+        if not processes:
             return Recovered(0, [])
         recorded = store.recover_journaled(conn, results, stuck_seconds=stuck_seconds)
-        done = store.finished_journals(conn, results, sorted(workers), stuck_seconds=stuck_seconds)
+        done = store.finished_journals(
+            conn, results, sorted(processes), stuck_seconds=stuck_seconds
+        )
         return Recovered(recorded, done)
 
-    def drop(self, workers: Sequence[str]) -> None:
-        """Delete these threads' journals (after the sweep that read them committed)."""
-        if workers:
+    def drop(self, processes: Sequence[str]) -> None:
+        """Delete these processes' journals (after the sweep that read them committed)."""
+        if processes:
             with contextlib.suppress(redis.RedisError):  # tried again at the next sweep
-                self._client().delete(*(journal_key(self.namespace, w) for w in workers))
+                self._client().delete(*(journal_key(self.namespace, p) for p in processes))
 
 
 @dataclass(frozen=True, slots=True)
 class Recovered:
     recorded: int  # rows whose journaled result was recorded instead of swept
-    finished: list[str]  # journaling threads of silent processes with nothing left
+    finished: list[str]  # silent processes whose journals have nothing left to apply

@@ -254,7 +254,8 @@ def test_sweep_records_what_a_silent_worker_journaled_instead_of_resending_it(
         "INSERT INTO outbox_process (name, kind) VALUES ('live:2', 'worker') RETURNING name",
     )
     journal = ResultJournal(settings.redis_url, settings.namespace)
-    assert journal.record("gone:1:thread-1", _sent(first))  # sent, not yet in Postgres
+    # Sent, not yet in Postgres.
+    assert journal.ensure(journal.record("gone:1:thread-1", _sent(first)))
     journal.close()
     result = outbox(settings, "sweep", "--json", env=QUICK)
     assert result.returncode == 0, result.stderr

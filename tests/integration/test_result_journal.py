@@ -14,7 +14,7 @@ import redis
 
 from outbox.config import Settings
 from outbox.db import store
-from outbox.delivery.journal import ResultJournal, journal_key
+from outbox.delivery.journal import ResultJournal, journal_key, process_of
 from tests.integration.helpers import add_newsletter, harness, pool, query, statuses, wait_until
 from tests.integration.test_result_writer import _sent, _taken
 
@@ -46,8 +46,8 @@ def test_the_sweep_records_what_a_dead_worker_journaled_and_resends_only_the_res
     with pool(settings) as conn_pool:
         sent_a, sent_b, in_flight = _taken(settings, conn_pool, 3, DEAD)
     journal = ResultJournal(settings.redis_url, settings.namespace)
-    assert journal.record(DEAD, _sent(sent_a))
-    assert journal.record(DEAD, _sent(sent_b, text="2.0.0 queued as B2"))
+    assert journal.ensure(journal.record(DEAD, _sent(sent_a)))
+    assert journal.ensure(journal.record(DEAD, _sent(sent_b, text="2.0.0 queued as B2")))
     journal.close()
     _age_locks(settings, settings.stuck_seconds + 5)
 
@@ -71,7 +71,8 @@ def test_the_sweep_records_what_a_dead_worker_journaled_and_resends_only_the_res
         (sent_b, "sent", "2.0.0 queued as B2"),
         (in_flight, "uncertain", "worker lost while sending"),
     ]
-    assert not redis_client.exists(journal_key(settings.namespace, DEAD))  # nothing left to apply
+    # Nothing left to apply.
+    assert not redis_client.exists(journal_key(settings.namespace, process_of(DEAD)))
 
 
 def test_a_live_process_journal_is_left_to_it(
@@ -83,17 +84,19 @@ def test_a_live_process_journal_is_left_to_it(
         with conn_pool.connection() as conn:
             store.beat(conn, "live-host:7", "worker", {})
     journal = ResultJournal(settings.redis_url, settings.namespace)
-    assert journal.record(live, _sent(row_id))
+    assert journal.ensure(journal.record(live, _sent(row_id)))
     _age_locks(settings, settings.stuck_seconds + 5)  # a slow send, but its process beats
 
     recorded, swept = _sweep(settings)
 
     assert (recorded, swept.uncertain) == (0, {})
     assert query(settings, "SELECT status FROM email_outbox") == [("sending",)]
-    assert redis_client.hlen(journal_key(settings.namespace, live)) == 1
-    journal.clear(live)  # the live thread drops it once Postgres has the result
+    # In the kernel, on its way (small sends are held back up to 200 ms, to share packets).
+    wait_until(lambda: redis_client.hlen(journal_key(settings.namespace, process_of(live))) == 1, 5)
+    journal.clear(live, [row_id])  # the live thread drops it once Postgres has the result
     # Sent without waiting for Redis' reply (there is none): it arrives very soon.
-    wait_until(lambda: not redis_client.exists(journal_key(settings.namespace, live)), 5)
+    key = journal_key(settings.namespace, process_of(live))
+    wait_until(lambda: not redis_client.exists(key), 5)
 
 
 def test_an_entry_of_an_earlier_attempt_is_not_applied(settings: Settings) -> None:
@@ -101,7 +104,7 @@ def test_an_entry_of_an_earlier_attempt_is_not_applied(settings: Settings) -> No
         (row_id,) = _taken(settings, conn_pool, 1, DEAD)
     journal = ResultJournal(settings.redis_url, settings.namespace)
     stale = dataclasses.replace(_sent(row_id), attempt=0)  # the row is in attempt 1
-    assert journal.record(DEAD, stale)
+    assert journal.ensure(journal.record(DEAD, stale))
     _age_locks(settings, settings.stuck_seconds + 5)
 
     recorded, swept = _sweep(settings)
@@ -122,7 +125,7 @@ def test_a_journal_entry_outlives_a_sigkill_right_after_it_was_sent(
         from tests.integration.test_result_writer import _sent
         journal = ResultJournal({settings.redis_url!r}, {settings.namespace!r})
         for row_id in range(1, 201):
-            assert journal.record({DEAD!r}, _sent(row_id))
+            assert journal.ensure(journal.record({DEAD!r}, _sent(row_id)))
         os.kill(os.getpid(), signal.SIGKILL)
         """
     )
@@ -134,14 +137,16 @@ def test_a_journal_entry_outlives_a_sigkill_right_after_it_was_sent(
         timeout=60,
     )
     assert done.returncode == -signal.SIGKILL, done.stderr.decode()
-    key = journal_key(settings.namespace, DEAD)
+    key = journal_key(settings.namespace, process_of(DEAD))
     wait_until(lambda: redis_client.hlen(key) == 200, 5)
 
 
 def test_without_redis_nothing_is_journaled_and_the_caller_is_told(settings: Settings) -> None:
     journal = ResultJournal("redis://127.0.0.1:9/0", settings.namespace)  # nothing listens
-    assert journal.record(DEAD, _sent(1)) is False
+    assert journal.ensure(journal.record(DEAD, _sent(1))) is False
     assert journal.redis.is_down
+    # For a second after a failure no thread tries Redis again: told at once.
+    assert journal.record(DEAD, _sent(2)).sent is False
 
 
 def test_a_delivered_batch_leaves_no_journal_behind(
@@ -173,5 +178,23 @@ def test_without_redis_each_send_waits_for_postgres_and_nothing_is_lost(
 def test_a_result_orjson_cannot_write_is_left_to_postgres(settings: Settings) -> None:
     journal = ResultJournal(settings.redis_url, settings.namespace)
     hostile = dataclasses.replace(_sent(1), reply_text="250 ok \udcff")  # undecodable byte
-    assert journal.record(DEAD, hostile) is False
+    assert journal.record(DEAD, hostile).sent is False
     assert not journal.redis.is_down  # Redis was fine; this one goes the slow way
+
+
+def test_one_send_carries_every_thread_result_waiting_and_a_batch_drops_only_its_own(
+    settings: Settings, redis_client: redis.Redis
+) -> None:
+    journal = ResultJournal(settings.redis_url, settings.namespace)
+    first = journal.record("h:9:Thread-1", _sent(1))
+    second = journal.record("h:9:Thread-2", _sent(2))
+    assert (first.sent, second.sent) == (None, None)  # buffered, not yet sent
+    assert journal.ensure(second)  # thread 2's next dot
+    assert first.sent is True  # went with it: thread 1's dot sends nothing
+    key = journal_key(settings.namespace, "h:9")
+    wait_until(lambda: redis_client.hlen(key) == 2, 5)
+    assert 0 < redis_client.ttl(key) <= 7 * 24 * 3600  # a journal nobody drops expires
+
+    journal.clear("h:9:Thread-1", [1])  # thread 1's batch is in Postgres
+    journal.close()
+    wait_until(lambda: redis_client.hkeys(key) == [b"2"], 5)

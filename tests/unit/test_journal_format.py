@@ -7,7 +7,7 @@ import dataclasses
 import orjson
 
 from outbox.db import store
-from outbox.delivery.journal import decode, encode, journal_key, resp
+from outbox.delivery.journal import commands, decode, encode, journal_key, process_of, resp
 
 
 def _record() -> store.AttemptRecord:
@@ -37,19 +37,51 @@ def test_resp_is_an_array_of_bulk_strings_with_byte_lengths() -> None:
     assert resp(b"SET", b"k", b"") == b"*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$0\r\n\r\n"
 
 
-def test_an_entry_reads_back_as_the_same_result() -> None:
+def test_an_entry_reads_back_as_the_same_result_and_thread() -> None:
     record = _record()
-    assert decode("h:1:t", encode(record)) == ("h:1:t", record)
+    assert decode(encode("h:1:Thread-2 (work)", record)) == ("h:1:Thread-2 (work)", record)
 
 
 def test_an_entry_this_version_cannot_read_is_none_not_an_error() -> None:
-    assert decode("h:1:t", b"not json") is None
-    assert decode("h:1:t", b'{"id": 1, "unknown_field": 2}') is None
+    assert decode(b"not json") is None
+    assert decode(b'{"id": 1}') is None  # not a (thread, result) pair
+    assert decode(b'["h:1:t", {"id": 1, "unknown_field": 2}]') is None
+    assert decode(b'[1, {"id": 1}]') is None
+    assert decode(b'["h:1:t"]') is None
     fields = dataclasses.asdict(_record())
     del fields["verdict"]
-    assert decode("h:1:t", orjson.dumps(fields)) is None
+    assert decode(orjson.dumps(["h:1:t", fields])) is None
 
 
-def test_keys_are_per_namespace_and_thread() -> None:
-    assert journal_key("outbox", "host:12:Thread-3") == "outbox:results:host:12:Thread-3"
-    assert journal_key("a", "w") != journal_key("b", "w")
+def test_keys_are_per_namespace_and_process() -> None:
+    assert process_of("host:12:Thread-3 (work)") == "host:12"
+    assert process_of("host:12:a:b") == "host:12"  # a thread's name may hold colons
+    assert journal_key("outbox", "host:12") == "outbox:results:host:12"
+    assert journal_key("a", "h:1") != journal_key("b", "h:1")
+
+
+def test_a_buffer_of_several_results_is_one_hset_with_its_expiry() -> None:
+    out = commands([(b"k", b"1", b"one"), (b"k", b"2", b"two")])
+    assert out == resp(b"HSET", b"k", b"1", b"one", b"2", b"two") + resp(b"EXPIRE", b"k", b"604800")
+
+
+def test_a_drop_keeps_its_place_between_the_results_around_it() -> None:
+    # Results written before the drop, dropped, then a result after it: in that order.
+    out = commands(
+        [(b"k", b"1", b"one"), (b"k", b"1 2", None), (b"k", b"3", b"three"), (b"j", b"4", b"x")]
+    )
+    assert out == b"".join(
+        [
+            resp(b"HSET", b"k", b"1", b"one"),
+            resp(b"EXPIRE", b"k", b"604800"),
+            resp(b"HDEL", b"k", b"1", b"2"),
+            resp(b"HSET", b"k", b"3", b"three"),
+            resp(b"EXPIRE", b"k", b"604800"),
+            resp(b"HSET", b"j", b"4", b"x"),
+            resp(b"EXPIRE", b"j", b"604800"),
+        ]
+    )
+
+
+def test_an_empty_buffer_is_no_command() -> None:
+    assert commands([]) == b""

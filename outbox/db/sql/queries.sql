@@ -843,19 +843,18 @@ WHERE o.status = 'sending' AND o.locked_at < now() - make_interval(secs => %(stu
 FOR UPDATE OF o SKIP LOCKED;
 
 -- journals_finished --
--- Journaling workers (threads) whose process has been silent for the stuck
--- threshold and that hold none of the rows their journal names: nothing in
--- their journals is left to apply.
-SELECT w.worker
-FROM unnest(%(workers)s::text[]) AS w(worker)
+-- Journaling processes (host:pid) silent for the stuck threshold whose threads
+-- hold none of the rows their journal names: nothing in it is left to apply.
+SELECT j.process
+FROM unnest(%(processes)s::text[]) AS j(process)
 WHERE NOT EXISTS (
           SELECT FROM outbox_process p
-          WHERE starts_with(w.worker, p.name || ':')
+          WHERE p.name = j.process
             AND p.beat_at > now() - make_interval(secs => %(stuck_seconds)s))
   AND NOT EXISTS (
-          SELECT FROM jsonb_to_recordset(%(rows)s::jsonb) AS j(id bigint, worker text)
-          JOIN email_outbox o ON o.id = j.id AND o.locked_by = j.worker
-          WHERE j.worker = w.worker AND o.status = 'sending');
+          SELECT FROM jsonb_to_recordset(%(rows)s::jsonb) AS r(id bigint, worker text)
+          JOIN email_outbox o ON o.id = r.id AND o.locked_by = r.worker
+          WHERE starts_with(r.worker, j.process || ':') AND o.status = 'sending');
 
 -- return_unattempted --
 -- Hand back rows whose send never reached a verdict on the message: the
