@@ -170,17 +170,20 @@ class ResultJournal:
             self._conn = conn
         return self._conn
 
-    def flush(self) -> None:
-        """Hand everything buffered to the kernel for Redis, in the order it came."""
+    def flush(self, ticket: Ticket | None = None) -> None:
+        """Hand everything buffered to the kernel for Redis, in the order it came
+        (for a ticket: unless the send this thread waited for carried it)."""
         with self._send_lock:
+            if ticket is not None and ticket.sent is not None:
+                return
             with self._buffer_lock:
                 buffered, self._buffer = self._buffer, []
                 tickets, self._tickets = self._tickets, []
             if not buffered:
                 return
             sent = self._send(commands(buffered))
-            for ticket in tickets:
-                ticket.sent = sent
+            for carried in tickets:
+                carried.sent = sent
 
     def _send(self, data: bytes) -> bool:
         if time.monotonic() < self._retry_at:
@@ -220,7 +223,7 @@ class ResultJournal:
         """Whether the result is in the kernel on its way to Redis, sending it if
         no other thread has; False: it is not, and the caller must wait for Postgres."""
         if ticket.sent is None:
-            self.flush()
+            self.flush(ticket)
         return bool(ticket.sent)
 
     def clear(self, worker: str, ids: Sequence[int]) -> None:
