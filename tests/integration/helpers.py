@@ -117,6 +117,7 @@ def harness(
                 yield h, sink
             finally:
                 h.delivery.transport.close()
+                h.delivery.journal.close()  # what it holds reaches Redis before the namespace goes
     finally:
         if started:
             sink.stop()

@@ -48,7 +48,9 @@ def test_the_sweep_records_what_a_dead_worker_journaled_and_resends_only_the_res
     journal = ResultJournal(settings.redis_url, settings.namespace)
     assert journal.ensure(journal.record(DEAD, _sent(sent_a)))
     assert journal.ensure(journal.record(DEAD, _sent(sent_b, text="2.0.0 queued as B2")))
-    journal.close()
+    journal.close()  # the process died: the kernel sends what it held
+    key = journal_key(settings.namespace, process_of(DEAD))
+    wait_until(lambda: redis_client.hlen(key) == 2, 5)
     _age_locks(settings, settings.stuck_seconds + 5)
 
     recorded, swept = _sweep(settings)
@@ -71,8 +73,7 @@ def test_the_sweep_records_what_a_dead_worker_journaled_and_resends_only_the_res
         (sent_b, "sent", "2.0.0 queued as B2"),
         (in_flight, "uncertain", "worker lost while sending"),
     ]
-    # Nothing left to apply.
-    assert not redis_client.exists(journal_key(settings.namespace, process_of(DEAD)))
+    assert not redis_client.exists(key)  # nothing left to apply
 
 
 def test_a_live_process_journal_is_left_to_it(
@@ -85,26 +86,33 @@ def test_a_live_process_journal_is_left_to_it(
             store.beat(conn, "live-host:7", "worker", {})
     journal = ResultJournal(settings.redis_url, settings.namespace)
     assert journal.ensure(journal.record(live, _sent(row_id)))
+    key = journal_key(settings.namespace, process_of(live))
+    # In the kernel, on its way (small sends are held back up to 200 ms, to share packets).
+    wait_until(lambda: redis_client.hlen(key) == 1, 5)
     _age_locks(settings, settings.stuck_seconds + 5)  # a slow send, but its process beats
 
     recorded, swept = _sweep(settings)
 
     assert (recorded, swept.uncertain) == (0, {})
     assert query(settings, "SELECT status FROM email_outbox") == [("sending",)]
-    # In the kernel, on its way (small sends are held back up to 200 ms, to share packets).
-    wait_until(lambda: redis_client.hlen(journal_key(settings.namespace, process_of(live))) == 1, 5)
+    assert redis_client.hlen(key) == 1  # left to its process
     journal.clear(live, [row_id])  # the live thread drops it once Postgres has the result
     # Sent without waiting for Redis' reply (there is none): it arrives very soon.
-    key = journal_key(settings.namespace, process_of(live))
     wait_until(lambda: not redis_client.exists(key), 5)
+    journal.close()
 
 
-def test_an_entry_of_an_earlier_attempt_is_not_applied(settings: Settings) -> None:
+def test_an_entry_of_an_earlier_attempt_is_not_applied(
+    settings: Settings, redis_client: redis.Redis
+) -> None:
     with pool(settings) as conn_pool:
         (row_id,) = _taken(settings, conn_pool, 1, DEAD)
     journal = ResultJournal(settings.redis_url, settings.namespace)
     stale = dataclasses.replace(_sent(row_id), attempt=0)  # the row is in attempt 1
     assert journal.ensure(journal.record(DEAD, stale))
+    journal.close()  # the process died
+    key = journal_key(settings.namespace, process_of(DEAD))
+    wait_until(lambda: redis_client.hlen(key) == 1, 5)  # the sweep reads it
     _age_locks(settings, settings.stuck_seconds + 5)
 
     recorded, swept = _sweep(settings)
