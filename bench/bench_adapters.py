@@ -101,17 +101,20 @@ def per_op_us(run: Callable[[], None], commit: Callable[[], None]) -> float:
 
 
 def prebuilt(settings: Settings, n: int) -> Iterator[statement.Statement]:
-    """enqueue's statements, validated and built beforehand: what the driver alone costs."""
+    """enqueue's statements, validated and built beforehand (all of them before
+    this returns, so none of that is timed): what the driver alone costs."""
     ready: dict[str, Any] = {}
+    statements = []
     for _ in range(n):
         args = email_args(settings)
         row = intake._validated(
             settings, key=args["idempotency_key"], to=args["to"], template_name=args["template"],
             params=args["params"], priority=None, fields=intake._Fields(), ready=ready,
         )  # fmt: skip
-        yield statement.insert_message(
+        statements.append(statement.insert_message(
             intake.COLUMNS, {c.field: c.value(getattr(row, c.field)) for c in intake.COLUMNS}
-        )
+        ))  # fmt: skip
+    return iter(statements)
 
 
 def sync_case(
