@@ -15,8 +15,9 @@ next message's building and its envelope's round trips, in which the other
 threads' dots usually carry the result along: one send carries several
 threads' results, and Redis reads them in one event. A result waits in the
 buffer only while its thread has not sent again, so a kill still resends at
-most one message per thread. The results go on to Postgres in groups, and
-the thread drops its journal once its batch is recorded.
+most one message per thread. Each process journals into one hash, by row
+id; the results go on to Postgres in groups, and a thread drops its batch's
+entries once the batch is recorded.
 
 The sweeper (:meth:`ResultJournal.recover`) applies what a silent process
 journaled before it marks that process's rows uncertain, so a kill -9
