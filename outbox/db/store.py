@@ -1071,10 +1071,22 @@ def record_results(conn: Conn, results: Sequence[tuple[str, AttemptRecord]]) -> 
         {**_record_fields(_storable_attempt(record)), "worker": worker}
         for worker, record in results
     ]
+    refused = [
+        {"id": r["id"], "enhanced_status": r["enhanced_status"], "reply_code": r["reply_code"]}
+        for r in rows
+        if r["suppress"]
+    ]
     with translate_errors():
-        found = conn.execute(
-            queries["record_results"], {"results": orjson.dumps(rows).decode()}
-        ).fetchall()
+        if not refused:
+            found = conn.execute(
+                queries["record_results"], {"results": orjson.dumps(rows).decode()}
+            ).fetchall()
+            return {r[0] for r in found}
+        with conn.transaction():  # the results and the suppressions they call for, together
+            found = conn.execute(
+                queries["record_results"], {"results": orjson.dumps(rows).decode()}
+            ).fetchall()
+            conn.execute(queries["suppress_refused"], {"results": orjson.dumps(refused).decode()})
     return {r[0] for r in found}
 
 

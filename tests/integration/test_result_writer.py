@@ -108,3 +108,37 @@ def test_a_row_no_longer_held_is_reported_as_not_ours(settings: Settings) -> Non
         # Another worker's result for the row: the row is not its to finish.
         assert writer.wait(writer.submit("w2", _sent(row_id))) is None
     assert query(settings, "SELECT status FROM email_outbox") == [("sending",)]
+
+
+def test_a_group_with_a_refused_recipient_records_every_result_and_suppresses_only_it(
+    settings: Settings,
+) -> None:
+    with pool(settings) as conn_pool:
+        gone, fine = _taken(settings, conn_pool, 2, "w3")
+    refused = store.AttemptRecord(
+        id=gone,
+        attempt=1,
+        status="failed",
+        reason="550 5.1.1 no such user",
+        delay_seconds=0.0,
+        provider_message_id=None,
+        verdict="failed",
+        stage="rcpt",
+        reply_code=550,
+        enhanced_status="5.1.1",
+        reply_text="5.1.1 no such user",
+        duration_ms=1.0,
+        transport="smtp",
+        suppress=True,
+    )
+    writer = ResultWriter(connect(settings), max_age_seconds=settings.max_age_seconds)
+    try:
+        done = [writer.submit("w3", refused), writer.submit("w3", _sent(fine))]
+        assert [writer.wait(d) for d in done] == ["failed", "sent"]
+    finally:
+        writer.close()
+    ((address,),) = query(settings, "SELECT recipient FROM email_outbox WHERE id = %s", gone)
+    assert query(settings, "SELECT address, scope, reason, detail FROM email_suppression") == [
+        (address.lower(), "all", "hard_bounce", "refused at RCPT TO: 5.1.1")
+    ]
+    assert query(settings, "SELECT count(*) FROM email_attempt") == [(2,)]

@@ -784,7 +784,9 @@ FROM outbox_breaker ORDER BY transport;
 -- several workers (threads): each result names the worker that holds its row.
 -- The attempt is kept even when the row is no longer ours (the sweeper took it
 -- back). The results arrive as one JSON array: far cheaper to send than a
--- dozen arrays.
+-- dozen arrays. Recipients refused at RCPT TO are suppressed by
+-- suppress_refused, run in the same transaction only when there are any: a
+-- third part here cost every statement about 0.1 ms even with none.
 WITH results AS (
     SELECT * FROM jsonb_to_recordset(%(results)s::jsonb) AS r(
         id bigint, attempt int, status text, reason text, delay_seconds float8,
@@ -812,19 +814,21 @@ WITH results AS (
     SELECT id, attempt, verdict, stage, reply_code, enhanced_status, reply_text, duration_ms,
            worker, transport, recipients
     FROM results
-), rejected AS (
-    -- A recipient refused at RCPT TO as non-existent (5.1.1 ...) is suppressed
-    -- as a hard bounce would suppress it: the refusal came in our own session.
-    INSERT INTO email_suppression (address, scope, reason, detail)
-    SELECT DISTINCT ON (lower(o.recipient)) lower(o.recipient), 'all', 'hard_bounce',
-           'refused at RCPT TO: ' || coalesce(r.enhanced_status, r.reply_code::text)
-    FROM results r JOIN email_outbox o ON o.id = r.id
-    WHERE r.suppress
-    ON CONFLICT (address) DO UPDATE
-    SET scope = 'all', reason = excluded.reason, detail = excluded.detail, created_at = now()
-    WHERE email_suppression.scope <> 'all'
 )
 SELECT id FROM updated;
+
+-- suppress_refused --
+-- A recipient refused at RCPT TO as non-existent (5.1.1 ...) is suppressed as
+-- a hard bounce would suppress it: the refusal came in our own session. The
+-- rows named (id, enhanced_status, reply_code) are those results.
+INSERT INTO email_suppression (address, scope, reason, detail)
+SELECT DISTINCT ON (lower(o.recipient)) lower(o.recipient), 'all', 'hard_bounce',
+       'refused at RCPT TO: ' || coalesce(r.enhanced_status, r.reply_code::text)
+FROM jsonb_to_recordset(%(results)s::jsonb) AS r(id bigint, enhanced_status text, reply_code int)
+JOIN email_outbox o ON o.id = r.id
+ON CONFLICT (address) DO UPDATE
+SET scope = 'all', reason = excluded.reason, detail = excluded.detail, created_at = now()
+WHERE email_suppression.scope <> 'all';
 
 -- journaled_stuck --
 -- Of the rows named by results that worker threads journaled (id, worker,
