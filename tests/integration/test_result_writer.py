@@ -3,6 +3,7 @@ never holds up the others, and every result is written once waited for."""
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import threading
 from collections.abc import Callable
@@ -115,20 +116,13 @@ def test_a_group_with_a_refused_recipient_records_every_result_and_suppresses_on
 ) -> None:
     with pool(settings) as conn_pool:
         gone, fine = _taken(settings, conn_pool, 2, "w3")
-    refused = store.AttemptRecord(
-        id=gone,
-        attempt=1,
+    refused = dataclasses.replace(
+        _sent(gone, reply_code=550, text="5.1.1 no such user"),
         status="failed",
-        reason="550 5.1.1 no such user",
-        delay_seconds=0.0,
-        provider_message_id=None,
         verdict="failed",
         stage="rcpt",
-        reply_code=550,
         enhanced_status="5.1.1",
-        reply_text="5.1.1 no such user",
-        duration_ms=1.0,
-        transport="smtp",
+        provider_message_id=None,
         suppress=True,
     )
     writer = ResultWriter(connect(settings), max_age_seconds=settings.max_age_seconds)
