@@ -1071,22 +1071,14 @@ def record_results(conn: Conn, results: Sequence[tuple[str, AttemptRecord]]) -> 
         {**_record_fields(_storable_attempt(record)), "worker": worker}
         for worker, record in results
     ]
-    refused = [
-        {"id": r["id"], "enhanced_status": r["enhanced_status"], "reply_code": r["reply_code"]}
-        for r in rows
-        if r["suppress"]
-    ]
-    with translate_errors():
-        if not refused:
-            found = conn.execute(
-                queries["record_results"], {"results": orjson.dumps(rows).decode()}
-            ).fetchall()
-            return {r[0] for r in found}
-        with conn.transaction():  # the results and the suppressions they call for, together
-            found = conn.execute(
-                queries["record_results"], {"results": orjson.dumps(rows).decode()}
-            ).fetchall()
-            conn.execute(queries["suppress_refused"], {"results": orjson.dumps(refused).decode()})
+    payload = {"results": orjson.dumps(rows).decode()}
+    refused = any(r["suppress"] for r in rows)
+    # The results and the suppressions they call for, together; most groups have none.
+    together = conn.transaction() if refused else contextlib.nullcontext()
+    with translate_errors(), together:
+        found = conn.execute(queries["record_results"], payload).fetchall()
+        if refused:
+            conn.execute(queries["suppress_refused"], payload)
     return {r[0] for r in found}
 
 

@@ -820,12 +820,14 @@ SELECT id FROM updated;
 -- suppress_refused --
 -- A recipient refused at RCPT TO as non-existent (5.1.1 ...) is suppressed as
 -- a hard bounce would suppress it: the refusal came in our own session. The
--- rows named (id, enhanced_status, reply_code) are those results.
+-- results are record_results' own.
 INSERT INTO email_suppression (address, scope, reason, detail)
 SELECT DISTINCT ON (lower(o.recipient)) lower(o.recipient), 'all', 'hard_bounce',
        'refused at RCPT TO: ' || coalesce(r.enhanced_status, r.reply_code::text)
-FROM jsonb_to_recordset(%(results)s::jsonb) AS r(id bigint, enhanced_status text, reply_code int)
+FROM jsonb_to_recordset(%(results)s::jsonb)
+     AS r(id bigint, enhanced_status text, reply_code int, suppress boolean)
 JOIN email_outbox o ON o.id = r.id
+WHERE r.suppress
 ON CONFLICT (address) DO UPDATE
 SET scope = 'all', reason = excluded.reason, detail = excluded.detail, created_at = now()
 WHERE email_suppression.scope <> 'all';
