@@ -1071,7 +1071,7 @@ def record_results(conn: Conn, results: Sequence[tuple[str, AttemptRecord]]) -> 
         {**_record_fields(_storable_attempt(record)), "worker": worker}
         for worker, record in results
     ]
-    payload = {"results": orjson.dumps(rows).decode()}
+    payload = {"results": orjson.dumps(rows).decode(), "ids": [r["id"] for r in rows]}
     refused = any(r["suppress"] for r in rows)
     # The results and the suppressions they call for, together; most groups have none.
     together = conn.transaction() if refused else contextlib.nullcontext()
@@ -1127,7 +1127,7 @@ def return_unattempted(
     """Hand rows back without an attempt; the status each one took (pending, or dead
     past the age limit), by id. A row no longer held by its worker is left out."""
     payload = orjson.dumps(list(rows)).decode()  # orjson writes dataclasses natively
-    args = {"rows": payload, "max_age_seconds": max_age_seconds}
+    args = {"rows": payload, "ids": [r.id for r in rows], "max_age_seconds": max_age_seconds}
     with translate_errors():
         found = conn.execute(queries["return_unattempted"], args).fetchall()
     return {int(r[0]): str(r[1]) for r in found}
