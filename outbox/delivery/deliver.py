@@ -17,7 +17,6 @@ import socket
 import threading
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import Future
 from email.utils import parseaddr
 from typing import Any
 
@@ -32,7 +31,7 @@ from outbox.delivery.classify import classify_reply, refuses_address
 from outbox.delivery.journal import ResultJournal, Ticket
 from outbox.delivery.outage import SharedBreaker, describe_failure, is_path_failure
 from outbox.delivery.retry import RetryPolicy, decide
-from outbox.delivery.writer import ResultWriter
+from outbox.delivery.writer import Pending, ResultWriter
 from outbox.errors import AttachmentUnavailable, OutboxError, StoreError
 from outbox.fields import labels
 from outbox.message.compose import composer
@@ -178,7 +177,7 @@ class Delivery:
             log.info(
                 "skipped %d of %d rows already taken or finished", len(ids) - len(rows), len(ids)
             )
-        written: list[Future[str | None]] = []
+        written: list[Pending] = []
         deferred: list[store.Deferral] = []
         handled = 0  # rows of the batch with a result, a deferral or a hand-back
         # The previous result: the next dot waits until it is journaled (or, without
@@ -467,7 +466,7 @@ class _Previous:
     """A thread's previous result, which must be kept before its next dot."""
 
     ticket: Ticket  # in Redis' journal
-    written: Future[str | None]  # in Postgres, if the journal failed
+    written: Pending  # in Postgres, if the journal failed
 
 
 def _each_recipient(reply: Reply) -> list[dict[str, Any]]:

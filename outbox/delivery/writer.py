@@ -29,7 +29,6 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import Future
 from dataclasses import dataclass
 
 from outbox.db import store
@@ -44,11 +43,37 @@ GATHER_SECONDS = 0.02
 GROUP_SIZE = 64
 
 
+class Pending:
+    """A result on its way to Postgres; :meth:`ResultWriter.wait` gives the row's
+    new status once it is written (None: the row was no longer ours).
+
+    Not a ``concurrent.futures.Future``: one of those is a condition and a
+    lock per message, made and thrown away on the sending thread; waiting is
+    rare (a batch's end, a result the journal could not take), so waiters
+    share the writer's condition instead.
+    """
+
+    __slots__ = ("error", "finished", "status")
+
+    def __init__(self) -> None:
+        self.finished = False
+        self.status: str | None = None
+        self.error: StoreError | None = None
+
+    def done(self) -> bool:
+        return self.finished
+
+    def result(self) -> str | None:
+        if self.error is not None:
+            raise self.error
+        return self.status
+
+
 @dataclass(frozen=True, slots=True)
 class _Item:
     worker: str
     result: store.AttemptRecord | store.Unattempted
-    done: Future[str | None]  # the row's new status; None: the row was no longer ours
+    done: Pending
 
 
 class ResultWriter:
@@ -67,15 +92,15 @@ class ResultWriter:
         self.group_size = group_size
         self._items: list[_Item] = []
         self._waiting = 0  # threads blocked in wait(): their group goes at once
-        self._cond = threading.Condition()
+        self._lock = threading.Lock()
+        self._cond = threading.Condition(self._lock)  # the writer thread waits for work
+        self._finished = threading.Condition(self._lock)  # waiters, for their results
         self._thread: threading.Thread | None = None
         self.postgres = DownOnce(log, "Postgres (recording results)")
 
-    def submit(
-        self, worker: str, result: store.AttemptRecord | store.Unattempted
-    ) -> Future[str | None]:
+    def submit(self, worker: str, result: store.AttemptRecord | store.Unattempted) -> Pending:
         """Hand a result over; the writer thread writes it at once, or with the next write."""
-        item = _Item(worker, result, Future())
+        item = _Item(worker, result, Pending())
         with self._cond:
             self._items.append(item)
             if self._thread is None:
@@ -104,18 +129,22 @@ class ResultWriter:
     def close(self) -> None:
         self._drop()
 
-    def wait(self, done: Future[str | None]) -> str | None:
+    def wait(self, done: Pending) -> str | None:
         """The row's new status once its result is written (None: no longer ours)."""
-        if done.done():
-            return done.result()
-        with self._cond:
-            self._waiting += 1
-            self._cond.notify_all()
-        try:
-            return done.result()
-        finally:
-            with self._cond:
-                self._waiting -= 1
+        if not done.finished:
+            with self._lock:
+                self._waiting += 1
+                self._cond.notify()
+                try:
+                    while not done.finished:
+                        self._finished.wait()
+                finally:
+                    self._waiting -= 1
+        return done.result()
+
+    def _finish(self, item: _Item, status: str | None, error: StoreError | None = None) -> None:
+        item.done.status, item.done.error = status, error
+        item.done.finished = True  # waiters look under the lock, woken after each write
 
     def _run(self) -> None:
         while True:
@@ -129,7 +158,17 @@ class ResultWriter:
                         break
                     self._cond.wait(left)
                 batch, self._items = self._items, []
-            self._write_all(batch)
+            try:
+                self._write_all(batch)
+            except Exception as exc:  # a defect: the batches waiting fail loudly, not hang
+                log.exception("recording the results of %d rows failed", len(batch))
+                error = StoreError(f"recording results failed: {exc!r}")
+                for item in batch:
+                    if not item.done.finished:
+                        self._finish(item, None, error)
+            finally:
+                with self._lock:
+                    self._finished.notify_all()
 
     def _write_all(self, batch: Sequence[_Item]) -> None:
         if not batch:
@@ -169,7 +208,7 @@ class ResultWriter:
         try:
             self._write([_Item(item.worker, plain, item.done)])
         except StoreError as again:
-            item.done.set_exception(again)  # the row stays held; its batch fails loudly
+            self._finish(item, None, again)  # the row stays held; its batch fails loudly
 
     def _write(self, batch: Sequence[_Item]) -> None:
         """One write, tried again while the connection (not the statement) fails."""
@@ -214,7 +253,7 @@ class ResultWriter:
                 status = item.result.status if item.result.id in kept else None
             else:
                 status = statuses.get(item.result.id)
-            item.done.set_result(status)
+            self._finish(item, status)
 
 
 class _Refused(Exception):

@@ -8,9 +8,12 @@ import functools
 import threading
 from collections.abc import Callable
 
+import pytest
+
 from outbox.config import Settings
 from outbox.db import store
 from outbox.delivery.writer import ResultWriter
+from outbox.errors import StoreError
 from tests.integration.helpers import add_newsletter, pool, query
 
 
@@ -136,3 +139,33 @@ def test_a_group_with_a_refused_recipient_records_every_result_and_suppresses_on
         (address.lower(), "all", "hard_bounce", "refused at RCPT TO: 5.1.1")
     ]
     assert query(settings, "SELECT count(*) FROM email_attempt") == [(2,)]
+
+
+def test_a_defect_in_writing_fails_the_waiting_threads_instead_of_hanging_them(
+    settings: Settings,
+) -> None:
+    def broken() -> store.Conn:
+        raise RuntimeError("not a database error")  # a defect, not an outage
+
+    writer = ResultWriter(broken, max_age_seconds=settings.max_age_seconds)
+    first = writer.submit("w5", _sent(1))
+    with pytest.raises(StoreError, match="recording results failed"):
+        writer.wait(first)
+    # The writer thread is still there for the next results.
+    with pytest.raises(StoreError, match="recording results failed"):
+        writer.wait(writer.submit("w5", _sent(2)))
+
+
+def test_a_result_waited_for_is_written_at_once_not_after_the_gathering(
+    settings: Settings,
+) -> None:
+    with pool(settings) as conn_pool:
+        (row_id,) = _taken(settings, conn_pool, 1, "w6")
+        # A gathering time no test could wait out: only the waiter's wake-up writes it.
+        writer = ResultWriter(
+            connect(settings), max_age_seconds=settings.max_age_seconds, gather_seconds=3600
+        )
+        done = writer.submit("w6", _sent(row_id))
+        assert not done.done()
+        assert writer.wait(done) == "sent"
+        assert done.done()
