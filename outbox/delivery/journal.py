@@ -32,6 +32,7 @@ Postgres before its next dot (:class:`outbox.delivery.writer.ResultWriter`).
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import socket
 import threading
@@ -94,28 +95,43 @@ def decode(raw: bytes) -> tuple[str, store.AttemptRecord] | None:
 def commands(buffered: Sequence[tuple[bytes, bytes, bytes | None]]) -> bytes:
     """The buffer as Redis commands, in order: each run of entries for one key
     is one ``HSET`` (Redis reads and answers one command, not one per result,
-    and re-arms the key's expiry); an HDEL (``None`` value) ends a run."""
+    and re-arms the key's expiry); an HDEL (``None`` value) ends a run.
+
+    Built on the sending thread with the interpreter lock held, before every
+    end-of-data dot: one formatting per entry, the key's parts made once."""
     out: list[bytes] = []
-    run_key: bytes | None = None
-    run: list[bytes] = []
-
-    def close_run() -> None:
-        if run_key is not None:
-            out.append(resp(b"HSET", run_key, *run))
-            out.append(resp(b"EXPIRE", run_key, b"%d" % _KEEP_SECONDS))
-
-    for key, field, value in buffered:
+    count = len(buffered)
+    i = 0
+    while i < count:
+        key, field, value = buffered[i]
         if value is None:
-            close_run()
-            run_key, run = None, []
-            out.append(resp(b"HDEL", key, *field.split(b" ")))
-        elif key == run_key:
-            run += (field, value)
-        else:
-            close_run()
-            run_key, run = key, [field, value]
-    close_run()
+            ids = field.split(b" ")
+            out.append(b"*%d\r\n$4\r\nHDEL\r\n%b" % (len(ids) + 2, _bulk(key)))
+            out.extend(b"$%d\r\n%b\r\n" % (len(x), x) for x in ids)
+            i += 1
+            continue
+        start = i
+        pairs: list[bytes] = []
+        while i < count:
+            run_key, field, value = buffered[i]
+            if run_key != key or value is None:
+                break
+            pairs.append(b"$%d\r\n%b\r\n$%d\r\n%b\r\n" % (len(field), field, len(value), value))
+            i += 1
+        out.append(b"*%d\r\n$4\r\nHSET\r\n%b" % (2 + 2 * (i - start), _bulk(key)))
+        out.extend(pairs)
+        out.append(_expire(key))
     return b"".join(out)
+
+
+@functools.lru_cache(maxsize=64)
+def _bulk(key: bytes) -> bytes:
+    return b"$%d\r\n%b\r\n" % (len(key), key)
+
+
+@functools.lru_cache(maxsize=64)
+def _expire(key: bytes) -> bytes:
+    return resp(b"EXPIRE", key, b"%d" % _KEEP_SECONDS)
 
 
 class Ticket:
