@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import datetime as dt
 import itertools
+import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
@@ -22,7 +23,9 @@ import orjson
 
 from outbox.config import Settings, default_settings
 from outbox.db import async_executors, executors, sql, statement
-from outbox.db.statement import Column, Plan
+from outbox.db.row import COLUMNS as COLUMNS  # noqa: PLC0414  # intake.COLUMNS, as before
+from outbox.db.row import Row as _Row
+from outbox.db.statement import Plan, Rows
 from outbox.errors import (
     ConfigError,
     DuplicateKey,
@@ -77,52 +80,6 @@ class Enqueued:
         return self.status == "suppressed"
 
 
-@dataclass(frozen=True, slots=True)
-class _Row:
-    """One validated email: its fields are the columns every statement writes.
-
-    ``column`` metadata names a column that differs from the field (None: no
-    column, kept apart), ``json`` marks JSON text stored as jsonb, ``array`` a
-    tuple stored as text[]; a field added here reaches every driver.
-    """
-
-    key: str = field(metadata={"column": "idempotency_key"})
-    recipient: str
-    template: str
-    params: str = field(metadata={"json": True})
-    content_hash: str
-    message_id: str
-    priority: str
-    template_version: str | None  # the same files on every attempt (None: inline content)
-    trace_context: str | None = None  # the enqueue span's traceparent: the send joins it
-    sender: str | None = None  # From: sender=, else OUTBOX_FROM, so workers need not agree
-    reply_to: tuple[str, ...] = field(default=(), metadata={"array": True})  # fields.senders
-    subject: str | None = None  # inline content (template '(inline)', outbox.fields.inline)
-    body_text: str | None = None
-    body_html: str | None = None
-    # JSON [[name, value], ...] (outbox.fields.extra_headers)
-    headers: str | None = field(default=None, metadata={"json": True})
-    tags: tuple[str, ...] = field(default=(), metadata={"array": True})  # outbox.fields.labels
-    metadata: str | None = field(default=None, metadata={"json": True})  # a JSON object
-    cc: tuple[str, ...] = field(default=(), metadata={"array": True})  # fields.recipients
-    bcc: tuple[str, ...] = field(default=(), metadata={"array": True})
-    send_at: dt.datetime | None = None  # outbox.fields.schedule; None: at once
-    locale: str | None = None  # the template variant used (outbox.fields.locales)
-    # JSON: the files given by content (outbox.fields.files), their bytes in ``files``
-    attachments: str | None = field(default=None, metadata={"json": True})
-    files: tuple[files.File, ...] = field(default=(), metadata={"column": None})
-
-
-COLUMNS = tuple(
-    Column(
-        f.name,
-        f.metadata.get("column", f.name),
-        f.metadata.get("json", False),
-        f.metadata.get("array", False),
-    )
-    for f in fields(_Row)
-    if f.metadata.get("column", f.name) is not None
-)
 # A row as returned by a plan: key, id, Message-ID, created, status.
 Written = tuple[str, int, str, bool, str]
 # The templates a call or batch looked up, by name and language.
@@ -223,7 +180,8 @@ def enqueue(
         failures_by_type(span),
     ):
         row, found_template = _one(settings, idempotency_key, to, template, params, priority, given)
-        found = executors.run(_one_plan(row, found_template, executor.database), executor)
+        plan = _one_plan(row, found_template, executor.database, prepares=executor.prepares)
+        found = executors.run(plan, executor)
         _describe(span, settings, row, found)
     return _enqueued(row, found)
 
@@ -279,7 +237,7 @@ async def enqueue_async(
         failures_by_type(span),
     ):
         row, found_template = _one(settings, idempotency_key, to, template, params, priority, given)
-        plan = _one_plan(row, found_template, executor.database)
+        plan = _one_plan(row, found_template, executor.database, prepares=executor.prepares)
         found = await async_executors.run(plan, executor)
         _describe(span, settings, row, found)
     return _enqueued(row, found)
@@ -446,9 +404,11 @@ def _after_insert(created: Iterable[tuple[_Row, int]], *, copied: bool) -> Plan[
         yield statement.use_attachments([(id_, f.sha256) for id_, f in uses])
 
 
-def _one_plan(row: _Row, template: Template | None, database: object) -> Plan[tuple[Any, ...]]:
+def _one_plan(
+    row: _Row, template: Template | None, database: object, *, prepares: bool
+) -> Plan[tuple[Any, ...]]:
     values = {c.field: c.value(getattr(row, c.field)) for c in COLUMNS}
-    found = yield statement.insert_message(COLUMNS, values)
+    found = yield from _insert(values, database, prepares=prepares)
     if not found:
         # The key exists: a new statement sees it, even when another transaction
         # inserted it after the insert's snapshot (ON CONFLICT waited for it).
@@ -461,6 +421,37 @@ def _one_plan(row: _Row, template: Template | None, database: object) -> Plan[tu
     # keys and versions take them in one order, so they cannot deadlock.
     yield from _store_versions([template] if template else [], database)
     return found[0]
+
+
+# Whether a database has this release's enqueue function: True once seen (a
+# running release's function is never dropped), else when to look again.
+_functions: dict[tuple[object, str], bool | float] = {}
+_LOOK_AGAIN_SECONDS = 60.0
+
+
+def _insert(values: dict[str, Any], database: object, *, prepares: bool) -> Plan[Rows]:
+    """Insert one row: insert_message, or on a driver that prepares nothing (and
+    so would plan it on every call) the function ``outbox migrate`` made of it."""
+    if not prepares:
+        function = statement.enqueue_function(COLUMNS, sql.schema())
+        if (yield from _has_function(database, function)):
+            return (yield function.call(values))
+    return (yield statement.insert_message(COLUMNS, values))
+
+
+def _has_function(database: object, function: statement.EnqueueFunction) -> Plan[bool]:
+    # Only a database named by value is remembered: a connection object is not kept.
+    key = (database, function.name)
+    known = _functions.get(key) if isinstance(database, tuple) else None
+    if known is True:
+        return True
+    if isinstance(known, float) and time.monotonic() < known:
+        return False
+    rows = yield function.exists
+    there = bool(rows and rows[0][0])
+    if isinstance(database, tuple):
+        _functions[key] = True if there else time.monotonic() + _LOOK_AGAIN_SECONDS
+    return there
 
 
 def _many_plan(

@@ -13,7 +13,13 @@ from typing import Any, Protocol, TypeVar, cast
 import psycopg
 from psycopg.rows import tuple_row
 
-from outbox.db.executors import TUPLES_OK, UNIQUE_VIOLATION, database_of, sqlstate
+from outbox.db.executors import (
+    TUPLES_OK,
+    UNIQUE_VIOLATION,
+    database_of,
+    keeps_prepared,
+    sqlstate,
+)
 from outbox.db.statement import NUMERIC_DOLLAR, Copy, Op, Plan, Rows, copy_sql, render
 from outbox.errors import DuplicateKey, StoreError
 
@@ -28,6 +34,7 @@ ASYNC_TYPES = (
 class AsyncExecutor(Protocol):
     has_copy: bool
     database: object
+    prepares: bool  # see outbox.db.executors.Executor
 
     def transactional(self) -> bool: ...
 
@@ -55,6 +62,7 @@ class AsyncPsycopgExecutor:
     def __init__(self, conn: psycopg.AsyncConnection[Any]) -> None:
         self.conn = conn
         self.database = database_of(conn)
+        self.prepares = keeps_prepared(conn)
 
     def transactional(self) -> bool:
         return not self.conn.autocommit
@@ -90,6 +98,7 @@ class AsyncpgExecutor:
 
         self.conn = conn
         self.database = database_of(getattr(conn, "_con", None) or conn)  # a pool's proxy
+        self.prepares = True  # asyncpg keeps its statements prepared
         self.errors = (asyncpg.PostgresError, asyncpg.InterfaceError)
 
     def transactional(self) -> bool:
@@ -129,6 +138,7 @@ class AsyncSqlAlchemyExecutor:
         self.conn = conn
         self.style = conn.dialect.paramstyle
         self.database = database_of(driver_conn)
+        self.prepares = keeps_prepared(driver_conn)
         self.error = sqlalchemy.exc.DBAPIError
 
     def transactional(self) -> bool:

@@ -33,6 +33,9 @@ SYNC_TYPES = "a psycopg Connection, a psycopg2 connection, or an SQLAlchemy Conn
 class Executor(Protocol):
     has_copy: bool
     database: object  # names the database, for the template version cache
+    # Whether the driver keeps statements prepared, so Postgres plans each once
+    # per session; else enqueue calls a function, whose plan Postgres keeps.
+    prepares: bool
 
     def transactional(self) -> bool:
         """Whether statements run in a transaction the caller ends (not autocommit)."""
@@ -70,6 +73,21 @@ def database_of(driver_conn: object) -> object:
     return driver_conn
 
 
+def keeps_prepared(driver_conn: object) -> bool:
+    """Whether statements on this driver connection are prepared once and reused.
+
+    psycopg 3 prepares a statement run a few times, unless told not to (behind
+    PgBouncer) or binding client-side (``ClientCursor``, Django's default);
+    asyncpg keeps a cache of prepared statements; psycopg2 sends text only.
+    """
+    if isinstance(driver_conn, psycopg.Connection | psycopg.AsyncConnection):
+        client_side = issubclass(
+            driver_conn.cursor_factory, psycopg.ClientCursor | psycopg.AsyncClientCursor
+        )
+        return driver_conn.prepare_threshold is not None and not client_side
+    return type(driver_conn).__module__.startswith("asyncpg")
+
+
 def sqlstate(exc: BaseException) -> str | None:
     """The SQLSTATE of a driver error, through SQLAlchemy's wrapping if any."""
     seen: BaseException | None = exc
@@ -89,6 +107,7 @@ class PsycopgExecutor:
     def __init__(self, conn: psycopg.Connection[Any]) -> None:
         self.conn = conn
         self.database = database_of(conn)
+        self.prepares = keeps_prepared(conn)
 
     def transactional(self) -> bool:
         return not self.conn.autocommit
@@ -114,6 +133,7 @@ class PsycopgExecutor:
 
 class Psycopg2Executor:
     has_copy = False
+    prepares = False
 
     def __init__(self, conn: Any) -> None:
         import psycopg2.extensions  # noqa: PLC0415  # optional: only with such a connection
@@ -154,7 +174,9 @@ class SqlAlchemyExecutor:
 
         self.conn = conn
         self.style = conn.dialect.paramstyle
-        self.database = database_of(conn.connection.driver_connection)
+        driver_conn = conn.connection.driver_connection
+        self.database = database_of(driver_conn)
+        self.prepares = keeps_prepared(driver_conn)
         self.error = sqlalchemy.exc.DBAPIError
 
     def transactional(self) -> bool:
@@ -191,6 +213,9 @@ class DjangoExecutor:
         self.raw = conn.connection
         self.has_copy = isinstance(self.raw, psycopg.Connection)
         self.database = database_of(self.raw)
+        # Django's psycopg 3 backend binds on the client (a ClientCursor) unless
+        # OPTIONS asks for server_side_binding; psycopg2 always does.
+        self.prepares = keeps_prepared(self.raw)
         self.error = django.db.DatabaseError
 
     def transactional(self) -> bool:

@@ -14,6 +14,7 @@ added to intake's row reaches every statement and every driver unchanged.
 from __future__ import annotations
 
 import functools
+import hashlib
 import re
 from collections.abc import Generator, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -32,6 +33,16 @@ class Column:
     name: str  # the column of email_outbox
     json: bool = False  # the value is JSON text, stored as jsonb
     array: bool = False  # the value is a tuple of text, stored as text[] (empty: NULL)
+    timestamp: bool = False  # the value is an aware datetime, stored as timestamptz
+
+    @property
+    def sql_type(self) -> str:
+        """The column's type, as the enqueue function declares its parameter."""
+        if self.json:
+            return "jsonb"
+        if self.array:
+            return "text[]"
+        return "timestamptz" if self.timestamp else "text"
 
     def value(self, given: Any) -> Any:
         """``given`` as every driver binds it: a list for an array, None for an empty one."""
@@ -122,6 +133,62 @@ def insert_message(columns: Sequence[Column], values: Mapping[str, Any]) -> Stat
     and ``priority`` must be among them (the suppression check reads them).
     """
     return Statement(_filled(queries["insert_message"], tuple(columns)), values)
+
+
+@dataclass(frozen=True, slots=True)
+class EnqueueFunction:
+    """insert_message as a PL/pgSQL function, for drivers that prepare nothing.
+
+    psycopg2 (and Django, and SQLAlchemy on it) sends each statement as text,
+    so Postgres plans insert_message on every call; a function's statements
+    are planned once per session. ``outbox migrate`` creates it; its name
+    carries a hash of its definition, so a release that changes the columns
+    gets a function of its own while the one before keeps serving the
+    release still running.
+    """
+
+    name: str  # qualified in the schema, as it is called
+    create: str  # CREATE OR REPLACE FUNCTION ...
+    exists: Statement  # one row: whether the function is there
+    call_sql: str  # SELECT * FROM name(%(field)s, ...), the columns in order
+
+    def call(self, values: Mapping[str, Any]) -> Statement:
+        """The call that inserts one row, with insert_message's result."""
+        return Statement(self.call_sql, values)
+
+
+_PARAMETER = re.compile(r"%\((\w+)\)s")
+
+
+@functools.lru_cache(maxsize=8)
+def enqueue_function(columns: tuple[Column, ...], schema_name: str) -> EnqueueFunction:
+    """The enqueue function of this column list, in ``schema_name`` ("": search_path)."""
+    fields = {c.field for c in columns}
+    body = _filled(queries.in_schema("insert_message", schema_name), columns)
+    used = set(_PARAMETER.findall(body))
+    if not used <= fields:
+        raise ValueError(f"insert_message uses values that are no column: {sorted(used - fields)}")
+    body = _PARAMETER.sub(lambda m: f"p_{m.group(1)}", body).replace("%%", "%")
+    parameters = ", ".join(f"p_{c.field} {c.sql_type}" for c in columns)
+    # The output names are variables in PL/pgSQL: the query's columns win.
+    definition = (
+        f"({parameters})\nRETURNS TABLE (id bigint, message_id text, content_hash text,"
+        f" created boolean, status text, notified text)\nLANGUAGE plpgsql AS $enqueue$\n"
+        f"#variable_conflict use_column\nBEGIN\nRETURN QUERY\n{body.rstrip().rstrip(';')};\n"
+        f"END\n$enqueue$"
+    )
+    digest = hashlib.sha256(definition.encode()).hexdigest()[:12]
+    name = f"email_enqueue_{digest}"
+    qualified_name = f'"{schema_name}".{name}' if schema_name else name
+    signature = f"{qualified_name}({', '.join(c.sql_type for c in columns)})"
+    arguments = ", ".join(f"%({c.field})s" for c in columns)
+    return EnqueueFunction(
+        name=qualified_name,
+        create=f"CREATE OR REPLACE FUNCTION {qualified_name}{definition}",
+        exists=Statement(queries["enqueue_function_exists"], {"signature": signature}),
+        # The name is a hash and a checked schema name; the arguments are placeholders.
+        call_sql=f"SELECT * FROM {qualified_name}({arguments})",  # noqa: S608
+    )
 
 
 def find_by_key(key: str, content_hash: str) -> Statement:

@@ -29,8 +29,10 @@ from psycopg.rows import dict_row, tuple_row
 from psycopg.types.json import Jsonb
 from psycopg_pool import ConnectionPool, PoolTimeout
 
+from outbox.db.row import COLUMNS
 from outbox.db.sql import migrations, qualified, queries, schema
 from outbox.db.sql.statements import Migration, concurrent_index_name, is_concurrent
+from outbox.db.statement import enqueue_function
 from outbox.delivery.breaker import BreakerState
 from outbox.errors import DuplicateKey, PoolExhausted, SchemaMissing, StoreError
 
@@ -352,6 +354,10 @@ def migrate(
                         continue
                     _apply(conn, migration, wait, retries, on_wait)
                     applied.append(migration.label)
+                if upto is None or upto >= migrations()[-1].version:
+                    _retry_locked(
+                        conn, "enqueue function", lambda: _enqueue_function(conn), retries, on_wait
+                    )
             finally:
                 conn.execute(
                     "SELECT pg_advisory_unlock(%s, hashtext(%s))", (_MIGRATION_LOCK, schema())
@@ -429,6 +435,16 @@ def _drop_invalid_index(conn: Conn, name: str) -> None:
     if invalid:
         _log.warning("index %s was left invalid by an interrupted build: rebuilding it", name)
         conn.execute(qualified(f"DROP INDEX CONCURRENTLY IF EXISTS {name}").encode())
+
+
+def _enqueue_function(conn: Conn) -> None:
+    """This release's enqueue function, unless it is there already (its name is
+    its definition's hash). Functions of earlier releases stay: a release still
+    running calls its own; dropping one makes that release send insert_message."""
+    function = enqueue_function(COLUMNS, schema())
+    row = conn.execute(function.exists.sql, function.exists.params).fetchone()
+    if not (row and row[0]):
+        conn.execute(function.create.encode())
 
 
 def _retry_locked(

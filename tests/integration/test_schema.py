@@ -24,9 +24,10 @@ import pytest
 
 import outbox
 from outbox.config import Settings
-from outbox.db import sql, store
+from outbox.db import sql, statement, store
 from outbox.db.sql.schema import FUNCTIONS, TABLES
 from outbox.errors import ConfigError
+from outbox.intake import COLUMNS
 from outbox.testing.sink import SmtpSink
 from tests.integration.drivers import ASYNC, SYNC
 from tests.integration.helpers import LOGIN, NEWS, harness, wait_until
@@ -88,7 +89,10 @@ def test_migrate_builds_every_table_and_function_in_the_schema(in_schema: Settin
             (in_schema.schema,),
         ).fetchall()
         assert {r[0] for r in found} == TABLES
-        assert {r[0] for r in functions} == FUNCTIONS
+        # And this release's enqueue function (its name is a hash), in the schema too.
+        enqueue_function = statement.enqueue_function(COLUMNS, in_schema.schema)
+        assert enqueue_function.name.startswith(f'"{in_schema.schema}".email_enqueue_')
+        assert {r[0] for r in functions} == FUNCTIONS | {enqueue_function.name.split(".")[1]}
         states = store.migration_status(conn)
         assert states
         assert all(s.applied_at is not None for s in states)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import re
 
 import orjson
 import pytest
@@ -142,3 +143,34 @@ def test_savepoint_commands_fetch_nothing() -> None:
     ):
         assert not command.returns_rows
         assert "outbox_copy" in command.sql
+
+
+def test_the_enqueue_function_is_insert_message_with_typed_parameters() -> None:
+    function = statement.enqueue_function(intake.COLUMNS, "")
+    assert re.fullmatch(r"email_enqueue_[0-9a-f]{12}", function.name)
+    assert function.create.startswith(f"CREATE OR REPLACE FUNCTION {function.name}(p_key text,")
+    assert "%(" not in function.create  # every value became a parameter
+    for column in ("params jsonb", "reply_to text[]", "send_at timestamptz", "locale text"):
+        assert f"p_{column}" in function.create
+    # Called with the columns in order, in the neutral placeholder form.
+    names = [c.field for c in intake.COLUMNS]
+    assert function.call_sql == (
+        f"SELECT * FROM {function.name}(" + ", ".join(f"%({n})s" for n in names) + ")"
+    )
+    assert function.call({"key": "k"}).params == {"key": "k"}
+    signature = function.exists.params["signature"]
+    assert signature.startswith(f"{function.name}(text, text, text, jsonb,")
+
+
+def test_the_enqueue_functions_name_follows_its_definition_and_schema() -> None:
+    function = statement.enqueue_function(intake.COLUMNS, "")
+    assert statement.enqueue_function(intake.COLUMNS, "") == function  # the same release
+    in_schema = statement.enqueue_function(intake.COLUMNS, "mail")
+    assert in_schema.name.startswith('"mail".email_enqueue_')
+    assert in_schema.name.split(".")[1] != function.name  # the body names the schema too
+    assert '"mail".email_outbox' in in_schema.create
+    # A release with one more column gets a function of its own.
+    more = (*intake.COLUMNS, Column("extra", "extra"))
+    with pytest.raises(ValueError, match="no column"):
+        statement.enqueue_function(more[:3], "")  # insert_message needs more than these
+    assert statement.enqueue_function(more, "").name != function.name

@@ -76,6 +76,10 @@ class _Queries(Mapping[str, LiteralString]):
             self._cache[key] = found
         return found
 
+    def in_schema(self, name: str, schema_name: str) -> str:
+        """The query named in ``schema_name`` rather than this process's schema."""
+        return qualify(self._bare[name], schema_name)
+
     def __iter__(self) -> Iterator[str]:
         return iter(self._bare)
 
@@ -94,6 +98,6 @@ def migrations() -> list[Migration]:
     return sorted(found, key=lambda m: m.version)
 
 
-queries: Mapping[str, LiteralString] = _Queries(
+queries = _Queries(
     parse_queries(resources.files(__package__).joinpath("queries.sql").read_text("utf-8"))
 )

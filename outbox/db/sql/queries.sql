@@ -29,7 +29,7 @@ WITH suppression AS (
     RETURNING id, message_id, content_hash, priority, status
 )
 SELECT id, message_id, content_hash, true AS created, status,
-       CASE WHEN status = 'pending' THEN pg_notify('outbox_due', priority) END
+       CASE WHEN status = 'pending' THEN pg_notify('outbox_due', priority)::text END
 FROM inserted
 UNION ALL
 -- Only 8 bytes of the content hash are kept: the same 8 bytes are the same content.
@@ -53,6 +53,11 @@ SELECT outbox_id, message_id,
 FROM email_key_tombstone
 WHERE key_hash = email_key_hash(%(key)s)
   AND NOT EXISTS (SELECT FROM email_outbox WHERE idempotency_key = %(key)s);
+
+-- enqueue_function_exists --
+-- Whether the enqueue function of this release (outbox.db.statement) is there:
+-- `outbox migrate` creates it; until then enqueue sends insert_message itself.
+SELECT to_regprocedure(%(signature)s) IS NOT NULL;
 
 -- outbox_id_last --
 -- The last id this session took: the newest row of its COPY.
