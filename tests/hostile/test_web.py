@@ -93,6 +93,48 @@ def test_regression_slow_clients_hold_no_thread_and_do_not_block_others(web: Run
             client.close()
 
 
+def _read_all(client: socket.socket) -> bytes:
+    chunks = []
+    while chunk := client.recv(65536):
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def test_headers_that_never_end_get_a_431_and_the_connection_closes(web: Running) -> None:
+    with socket.create_connection(("127.0.0.1", web.port), timeout=10) as client:
+        client.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n")
+        for n in range(40):  # 40 headers of 1 KB, in as many writes: past 16 KB
+            try:
+                client.sendall(b"X-Pad-%d: %s\r\n" % (n, b"p" * 1024))
+            except OSError:
+                break  # closed on us: what the answer below says
+        answer = _read_all(client)
+    assert answer.startswith(b"HTTP/1.1 431 ")
+
+
+def test_headers_in_many_small_writes_within_the_limit_are_served(web: Running) -> None:
+    with socket.create_connection(("127.0.0.1", web.port), timeout=10) as client:
+        client.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n")
+        for n in range(10):  # 10 KB of headers, each its own write
+            client.sendall(b"X-Pad-%d: %s\r\n" % (n, b"p" * 1000))
+            time.sleep(0.01)
+        client.sendall(b"Connection: close\r\n\r\n")
+        answer = _read_all(client)
+    assert answer.startswith(b"HTTP/1.1 200 ")
+    assert answer.endswith(b"ok\n")
+
+
+def test_the_next_request_on_a_kept_connection_has_its_own_deadline(web: Running) -> None:
+    with socket.create_connection(("127.0.0.1", web.port), timeout=30) as client:
+        client.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+        first = client.recv(65536)
+        assert first.startswith(b"HTTP/1.1 200 ")
+        client.sendall(b"GET /hea")  # and never the rest
+        started = time.monotonic()
+        assert client.recv(1) == b""  # closed by the server, not by the keep-alive timeout
+        assert time.monotonic() - started < web.settings.web_timeout + 5
+
+
 def test_regression_many_concurrent_gets_are_answered_promptly(web: Running) -> None:
     """200 concurrent valid GETs had a p99 of 14-38 s (listen backlog 5, pool 4)."""
     row = add_newsletter(web.settings, 1)[0]
