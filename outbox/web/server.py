@@ -358,6 +358,7 @@ class _RequestDeadline(HttpToolsProtocol):
     _deadline: asyncio.TimerHandle | None = None
     _head_bytes = 0  # of the request being read, until its headers are complete
     _in_head = True
+    _began = False  # a request began in the chunk being parsed
     _refused = False  # answered 431: what comes next is dropped
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
@@ -368,11 +369,18 @@ class _RequestDeadline(HttpToolsProtocol):
     def data_received(self, data: bytes) -> None:
         if self._refused:
             return  # read and dropped until the client hangs up: see _refuse_head
+        was_in_head, self._began = self._in_head, False
         super().data_received(data)
-        if self._in_head:  # this chunk did not complete the headers: all of it was head
+        # A chunk that neither began a request nor ended its headers was all head
+        # (a chunk that began one may hold the end of the previous body: not counted).
+        if self._in_head and was_in_head and not self._began:
             self._head_bytes += len(data)
             if self._head_bytes > self.max_head_bytes:
                 self._refuse_head()
+
+    def on_message_begin(self) -> None:
+        self._in_head, self._began, self._head_bytes = True, True, 0
+        super().on_message_begin()
 
     def on_headers_complete(self) -> None:
         self._in_head = False
@@ -385,7 +393,6 @@ class _RequestDeadline(HttpToolsProtocol):
     def on_response_complete(self) -> None:
         super().on_response_complete()
         if not self.transport.is_closing() and not self.pipeline:
-            self._in_head, self._head_bytes = True, 0
             self._arm()  # the next request on this connection gets the same deadline
 
     def connection_lost(self, exc: Exception | None) -> None:

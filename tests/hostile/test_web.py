@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import concurrent.futures
+import contextlib
 import dataclasses
 import http.client
 import json
@@ -122,6 +123,32 @@ def test_headers_in_many_small_writes_within_the_limit_are_served(web: Running) 
         answer = _read_all(client)
     assert answer.startswith(b"HTTP/1.1 200 ")
     assert answer.endswith(b"ok\n")
+
+
+def test_a_body_still_arriving_after_its_answer_is_not_the_next_requests_headers(
+    web: Running,
+) -> None:
+    body = b"x" * 600_000  # over the limit: answered 413 once the limit is read
+    head = b"POST /webhooks/postmark HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n"
+    with socket.create_connection(("127.0.0.1", web.port), timeout=10) as client:
+        client.sendall(head % len(body))
+        sent, first = 0, b""
+        client.setblocking(False)
+        while not first and sent < len(body):  # as a slow client sends it, until answered
+            client.sendall(body[sent : sent + 8192])
+            sent += 8192
+            time.sleep(0.002)
+            with contextlib.suppress(BlockingIOError):
+                first = client.recv(65536)
+        client.setblocking(True)
+        assert first.startswith(b"HTTP/1.1 413 ")
+        assert sent < len(body)  # answered while the body was still coming
+        for start in range(sent, len(body), 8192):  # the rest, still arriving
+            client.sendall(body[start : start + 8192])
+        client.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        rest = _read_all(client)
+    assert rest.startswith(b"HTTP/1.1 200 "), rest[:80]  # the next request read as one
+    assert rest.endswith(b"ok\n")
 
 
 def test_the_next_request_on_a_kept_connection_has_its_own_deadline(web: Running) -> None:
