@@ -143,7 +143,7 @@ def check_params_shape(template: Template, params: dict[str, Any]) -> None:
     """
     for name, example in template.example.items():
         if name in params:
-            _check_shape(example, params[name], f"params[{name!r}]")
+            _check_shape(example, params[name], (name,))
 
 
 def content_hash(
@@ -173,20 +173,37 @@ def _kind(value: Any) -> str:
     return "a plain value"
 
 
-def _check_shape(example: Any, value: Any, where: str) -> None:
+def _check_shape(example: Any, value: Any, path: tuple[str | int, ...]) -> None:
+    # The path is formatted only for an error: every email's params pass here.
     if example is None:
         return
-    expected, got = _kind(example), _kind(value)
-    if expected != got:
-        raise InvalidParams(f"{where} must be {expected}, as in the template's example, not {got}")
     if isinstance(example, dict):
+        if not isinstance(value, dict):
+            raise _shape_error(path, "an object", value)
         for key, inner in example.items():
             if key not in value:
-                raise InvalidParams(f"{where} lacks {key!r}, which the template's example has")
-            _check_shape(inner, value[key], f"{where}[{key!r}]")
-    elif isinstance(example, list | tuple) and example:
-        for index, item in enumerate(value):
-            _check_shape(example[0], item, f"{where}[{index}]")
+                raise InvalidParams(
+                    f"{_where(path)} lacks {key!r}, which the template's example has"
+                )
+            _check_shape(inner, value[key], (*path, key))
+    elif isinstance(example, list | tuple):
+        if not isinstance(value, list | tuple):
+            raise _shape_error(path, "a list", value)
+        if example:
+            for index, item in enumerate(value):
+                _check_shape(example[0], item, (*path, index))
+    elif isinstance(value, dict | list | tuple):
+        raise _shape_error(path, "a plain value", value)
+
+
+def _where(path: tuple[str | int, ...]) -> str:
+    return "params" + "".join(f"[{step!r}]" for step in path)
+
+
+def _shape_error(path: tuple[str | int, ...], expected: str, value: Any) -> InvalidParams:
+    return InvalidParams(
+        f"{_where(path)} must be {expected}, as in the template's example, not {_kind(value)}"
+    )
 
 
 def _has_header_breaker(value: Any) -> bool:

@@ -3,6 +3,8 @@ from __future__ import annotations
 import datetime as dt
 import string
 from pathlib import Path
+from types import SimpleNamespace
+from typing import cast
 
 import email_validator
 import pytest
@@ -18,11 +20,12 @@ from outbox.errors import (
     MissingParams,
     UnknownTemplate,
 )
-from outbox.message.render import TemplateSet
+from outbox.message.render import Template, TemplateSet
 from outbox.validate import (
     ascii_address,
     check_key,
     check_params_for,
+    check_params_shape,
     check_priority,
     content_hash,
     dump_params,
@@ -198,3 +201,44 @@ def test_content_hash_depends_on_every_field() -> None:
 
 def test_templates_dir_exists() -> None:
     assert Path(PACKAGE_TEMPLATES, "login_code", "subject.txt").is_file()
+
+
+def _shaped(example: dict[str, object]) -> Template:
+    """A template whose only part this check reads is its example."""
+    return cast(Template, SimpleNamespace(example=example))
+
+
+@pytest.mark.parametrize(
+    ("example", "params", "message"),
+    [
+        ({"items": [{"n": 1}]}, {"items": 5}, "params['items'] must be a list, as in the"
+         " template's example, not a plain value"),
+        ({"items": [{"n": 1}]}, {"items": [{"n": 1}, 7]}, "params['items'][1] must be an"
+         " object, as in the template's example, not a plain value"),
+        ({"items": [{"n": 1}]}, {"items": [{"m": 1}]}, "params['items'][0] lacks 'n', which"
+         " the template's example has"),
+        ({"a": {"b": {"c": 1}}}, {"a": {"b": {"c": [1]}}}, "params['a']['b']['c'] must be a"
+         " plain value, as in the template's example, not a list"),
+        ({"a": 1}, {"a": {"x": 1}}, "params['a'] must be a plain value, as in the template's"
+         " example, not an object"),
+    ],
+)  # fmt: skip
+def test_a_param_of_another_shape_is_named_by_its_whole_path(
+    example: dict[str, object], params: dict[str, object], message: str
+) -> None:
+    with pytest.raises(InvalidParams) as raised:
+        check_params_shape(_shaped(example), params)
+    assert str(raised.value) == message
+
+
+@pytest.mark.parametrize(
+    "params",
+    [
+        {"items": [{"n": "one", "extra": True}], "name": 5},  # scalars stand for each other
+        {"items": []},  # an empty list has nothing of another shape
+        {},  # an absent param is MissingParams' business, not this check's
+        {"items": [{"n": None}], "other": [1, 2]},  # a param the example lacks: any shape
+    ],
+)
+def test_params_of_the_examples_shape_pass(params: dict[str, object]) -> None:
+    check_params_shape(_shaped({"items": [{"n": 1}], "name": "Alice", "gone": None}), params)
