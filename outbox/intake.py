@@ -11,8 +11,10 @@ errors.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import itertools
+import operator
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -25,6 +27,8 @@ from outbox.config import Settings, default_settings
 from outbox.db import async_executors, executors, sql, statement
 from outbox.db.row import COLUMNS as COLUMNS  # noqa: PLC0414  # intake.COLUMNS, as before
 from outbox.db.row import Row as _Row
+from outbox.db.row import named_values
+from outbox.db.row import values as row_values
 from outbox.db.statement import Plan, Rows
 from outbox.errors import (
     ConfigError,
@@ -175,6 +179,7 @@ def enqueue(
         locale=locale,
         attachments=attachments,
     )
+    given = _plain(given)
     with (
         tracer.start_as_current_span("outbox enqueue", **QUIET) as span,
         failures_by_type(span),
@@ -232,6 +237,7 @@ async def enqueue_async(
         locale=locale,
         attachments=attachments,
     )
+    given = _plain(given)
     with (
         tracer.start_as_current_span("outbox enqueue", **QUIET) as span,
         failures_by_type(span),
@@ -369,10 +375,6 @@ def _many(
     return _many_plan(itertools.chain([first], rows), ready, copy=copy, database=executor.database)
 
 
-def _values(row: _Row) -> tuple[Any, ...]:
-    return tuple(c.value(getattr(row, c.field)) for c in COLUMNS)
-
-
 def _store_versions(templates: Iterable[Template], database: object) -> Plan[None]:
     """Keep each template version in the caller's transaction until known committed."""
     for template in templates:
@@ -407,7 +409,7 @@ def _after_insert(created: Iterable[tuple[_Row, int]], *, copied: bool) -> Plan[
 def _one_plan(
     row: _Row, template: Template | None, database: object, *, prepares: bool
 ) -> Plan[tuple[Any, ...]]:
-    values = {c.field: c.value(getattr(row, c.field)) for c in COLUMNS}
+    values = named_values(row)
     found = yield from _insert(values, database, prepares=prepares)
     if not found:
         # The key exists: a new statement sees it, even when another transaction
@@ -483,7 +485,7 @@ def _copy_plan(rows: Iterator[_Row], written: list[_Row]) -> Plan[list[Written] 
     def tracked() -> Iterator[tuple[Any, ...]]:
         for row in rows:
             written.append(row)
-            yield _values(row)
+            yield row_values(row)
 
     # Read before the savepoint, this also opens the caller's transaction when
     # none is open yet.
@@ -521,7 +523,7 @@ def _copy_plan(rows: Iterator[_Row], written: list[_Row]) -> Plan[list[Written] 
 
 def _insert_rows_plan(rows: list[_Row]) -> Plan[list[Written]]:
     """One multi-row INSERT: known keys come back as they are stored."""
-    found = yield statement.insert_rows(COLUMNS, map(_values, rows))
+    found = yield statement.insert_rows(COLUMNS, map(row_values, rows))
     conflicts = [r[0] for r in found if r[5]]
     if conflicts:  # nothing was written
         raise IdempotencyConflict(
@@ -566,7 +568,9 @@ def _validated_rows(
                 template_name=email.get("template"),
                 params=email.get("params"),
                 priority=email.get("priority"),
-                fields=_Fields(
+                fields=NO_FIELDS
+                if email.keys() <= _PLAIN_KEYS
+                else _Fields(
                     sender=email.get("sender"),
                     reply_to=email.get("reply_to"),
                     subject=email.get("subject"),
@@ -728,7 +732,7 @@ def _validated_inline(
     )
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen, as outbox.db.row.Row is not: made per email
 class _Fields:
     """The per-message fields as the caller gave them (checked by outbox.fields)."""
 
@@ -747,7 +751,19 @@ class _Fields:
     attachments: object = None
 
 
-@dataclass(frozen=True, slots=True)
+# The fields of an email that gives none of them: _checked_fields skips their checks.
+NO_FIELDS = _Fields()
+# The keys of an email (enqueue_many) with none of the per-message fields.
+_PLAIN_KEYS = frozenset({"idempotency_key", "to", "template", "params", "priority"})
+_FIELD_VALUES = operator.attrgetter(*(f.name for f in dataclasses.fields(_Fields)))
+
+
+def _plain(given: _Fields) -> _Fields:
+    """NO_FIELDS when ``given`` holds none (compared by identity, not by ==)."""
+    return NO_FIELDS if all(v is None for v in _FIELD_VALUES(given)) else given
+
+
+@dataclass(slots=True)  # not frozen: made per email
 class _Checked:
     """The per-message fields as stored, and what of them the content hash covers."""
 
@@ -767,6 +783,11 @@ class _Checked:
 def _checked_fields(
     settings: Settings, fields: _Fields, recipient: str, *, attachment_bytes: int
 ) -> _Checked:
+    if fields is NO_FIELDS:  # the usual email: nothing to check, nothing hashed
+        return _Checked(
+            hashed={}, sender=settings.sender, reply_to=(), headers=None, tags=(),
+            metadata=None, cc=(), bcc=(), send_at=None, files=(), attachments=None,
+        )  # fmt: skip
     # Only the fields given are hashed: an email without them hashes as before they existed.
     hashed: dict[str, Any] = {}
     sender = settings.sender

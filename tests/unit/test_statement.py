@@ -10,6 +10,7 @@ import pytest
 
 from outbox import intake
 from outbox.db import statement
+from outbox.db.row import Row, named_values, values
 from outbox.db.statement import FORMAT, NAMED, NUMERIC_DOLLAR, PYFORMAT, Column, Statement
 
 SQL = "SELECT %(a)s, %(b)s, lower(%(a)s), 'x%%'"
@@ -174,3 +175,14 @@ def test_the_enqueue_functions_name_follows_its_definition_and_schema() -> None:
     with pytest.raises(ValueError, match="no column"):
         statement.enqueue_function(more[:3], "")  # insert_message needs more than these
     assert statement.enqueue_function(more, "").name != function.name
+
+
+def test_a_rows_values_are_its_columns_as_every_driver_binds_them() -> None:
+    row = Row(key="k", recipient="a@example.org", template="t", params="{}",
+              content_hash="h", message_id="<m@x>", priority="bulk", template_version="v",
+              reply_to=("r@example.org",), tags=())  # fmt: skip
+    expected = tuple(c.value(getattr(row, c.field)) for c in intake.COLUMNS)
+    assert values(row) == expected
+    assert expected[[c.field for c in intake.COLUMNS].index("reply_to")] == ["r@example.org"]
+    assert expected[[c.field for c in intake.COLUMNS].index("tags")] is None  # empty: NULL
+    assert named_values(row) == {c.field: v for c, v in zip(intake.COLUMNS, expected, strict=True)}
