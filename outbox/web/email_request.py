@@ -46,6 +46,8 @@ FIELDS: tuple[str, ...] = tuple(
     for name, p in inspect.signature(intake.enqueue).parameters.items()
     if p.kind is inspect.Parameter.KEYWORD_ONLY and name not in {"idempotency_key", "settings"}
 )
+_FIELD_NAMES = frozenset(FIELDS)
+_KEYED_FIELDS = _FIELD_NAMES | {"idempotency_key"}  # a batch's email names its own key
 _REQUIRED = ("to",)  # template: absent or null for an email of its own subject, text, html
 _STRINGS = ("to",)
 _OPTIONAL_STRINGS = ("template", "sender", "subject", "text", "html", "locale")
@@ -81,10 +83,10 @@ def email_fields(body: object, pointer: str = "", *, with_key: bool = False) -> 
     """Every shape problem of one email object (``with_key``: a batch item names its key)."""
     if not isinstance(body, dict):
         return [BadField(pointer or "/", "must be a JSON object")]
-    allowed = set(FIELDS) | ({"idempotency_key"} if with_key else set())
+    allowed = _KEYED_FIELDS if with_key else _FIELD_NAMES  # made once: a batch checks 1,000
     errors = [
         BadField(f"{pointer}/{name}", "is not a field of an email")
-        for name in sorted(set(body) - allowed)
+        for name in sorted(body.keys() - allowed)
     ]
     required = (*_REQUIRED, "idempotency_key") if with_key else _REQUIRED
     errors += [
@@ -110,7 +112,7 @@ def email_fields(body: object, pointer: str = "", *, with_key: bool = False) -> 
             BadField(f"{pointer}/send_at", "must be an RFC 3339 date-time with a time zone")
         )
     errors += _attachment_fields(body.get("attachments"), f"{pointer}/attachments")
-    return sorted(errors, key=lambda e: e.where)
+    return sorted(errors, key=lambda e: e.where) if errors else errors
 
 
 def enqueue_arguments(body: dict[str, Any]) -> dict[str, Any]:
