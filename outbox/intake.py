@@ -53,12 +53,10 @@ from outbox.message import versions as template_versions
 from outbox.message.message_id import message_id as derive_message_id
 from outbox.message.render import Template, template_set
 from outbox.telemetry.tracing import (
-    QUIET,
     current_traceparent,
     email_attributes,
-    failures_by_type,
     label_attributes,
-    tracer,
+    quiet_span,
 )
 from outbox.validate import (
     check_key,
@@ -180,10 +178,7 @@ def enqueue(
         attachments=attachments,
     )
     given = _plain(given)
-    with (
-        tracer.start_as_current_span("outbox enqueue", **QUIET) as span,
-        failures_by_type(span),
-    ):
+    with quiet_span("outbox enqueue") as span:
         row, found_template = _one(settings, idempotency_key, to, template, params, priority, given)
         plan = _one_plan(row, found_template, executor.database, prepares=executor.prepares)
         found = executors.run(plan, executor)
@@ -238,10 +233,7 @@ async def enqueue_async(
         attachments=attachments,
     )
     given = _plain(given)
-    with (
-        tracer.start_as_current_span("outbox enqueue", **QUIET) as span,
-        failures_by_type(span),
-    ):
+    with quiet_span("outbox enqueue") as span:
         row, found_template = _one(settings, idempotency_key, to, template, params, priority, given)
         plan = _one_plan(row, found_template, executor.database, prepares=executor.prepares)
         found = await async_executors.run(plan, executor)
@@ -270,10 +262,7 @@ def enqueue_many(
     """
     executor = executors.executor_for(conn)
     settings = _settings(settings)
-    with (
-        tracer.start_as_current_span("outbox enqueue_many", **QUIET) as span,
-        failures_by_type(span),
-    ):
+    with quiet_span("outbox enqueue_many") as span:
         plan = _many(settings, emails, executor)
         written = [] if plan is None else executors.run(plan, executor)
         span.set_attribute("outbox.count", len(written))
@@ -292,10 +281,7 @@ async def enqueue_many_async(
     """
     executor = await async_executors.executor_for(conn)
     settings = _settings(settings)
-    with (
-        tracer.start_as_current_span("outbox enqueue_many", **QUIET) as span,
-        failures_by_type(span),
-    ):
+    with quiet_span("outbox enqueue_many") as span:
         plan = _many(settings, emails, executor)
         written = [] if plan is None else await async_executors.run(plan, executor)
         span.set_attribute("outbox.count", len(written))
