@@ -355,9 +355,7 @@ def migrate(
                     _apply(conn, migration, wait, retries, on_wait)
                     applied.append(migration.label)
                 if upto is None or upto >= migrations()[-1].version:
-                    _retry_locked(
-                        conn, "enqueue function", lambda: _enqueue_function(conn), retries, on_wait
-                    )
+                    applied += _create_enqueue_function(conn, retries, on_wait)
             finally:
                 conn.execute(
                     "SELECT pg_advisory_unlock(%s, hashtext(%s))", (_MIGRATION_LOCK, schema())
@@ -437,14 +435,26 @@ def _drop_invalid_index(conn: Conn, name: str) -> None:
         conn.execute(qualified(f"DROP INDEX CONCURRENTLY IF EXISTS {name}").encode())
 
 
-def _enqueue_function(conn: Conn) -> None:
-    """This release's enqueue function, unless it is there already (its name is
-    its definition's hash). Functions of earlier releases stay: a release still
-    running calls its own; dropping one makes that release send insert_message."""
+def enqueue_function_present(conn: Conn) -> bool:
+    """Whether this release's enqueue function is there. ``migrate`` creates it
+    after the migrations (its name is its definition's hash); functions of
+    earlier releases stay, for a release still running to call its own."""
     function = enqueue_function(COLUMNS, schema())
-    row = conn.execute(function.exists.sql, function.exists.params).fetchone()
-    if not (row and row[0]):
-        conn.execute(function.create.encode())
+    with translate_errors():
+        row = conn.execute(function.exists.sql, function.exists.params).fetchone()
+    return bool(row and row[0])
+
+
+def _create_enqueue_function(
+    conn: Conn, retries: int, on_wait: Callable[[str, int], None] | None
+) -> list[str]:
+    """This release's enqueue function, unless it is there: its name, as applied."""
+    if enqueue_function_present(conn):
+        return []
+    function = enqueue_function(COLUMNS, schema())
+    create = function.create.encode()
+    _retry_locked(conn, "enqueue function", lambda: conn.execute(create), retries, on_wait)
+    return [function.name.rsplit(".", 1)[-1]]
 
 
 def _retry_locked(

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import subprocess
+import sys
 import uuid
 from collections.abc import Iterator
 
@@ -138,3 +140,26 @@ def test_through_the_function_a_suppressed_recipient_and_a_purged_key_answer_as_
     assert (again.created, again.status, again.id, again.message_id) == (
         False, "purged", suppressed.id, suppressed.message_id,
     )  # fmt: skip
+
+
+def test_migrate_says_it_created_the_function_and_status_says_when_it_is_pending(
+    fresh: Settings,
+) -> None:
+    def cli(*args: str) -> str:
+        done = subprocess.run(
+            [sys.executable, "-m", "outbox.cli", *args], env=fresh.to_env(),
+            capture_output=True, text=True, timeout=60, check=True,
+        )  # fmt: skip
+        return done.stdout
+
+    short_name = _function().name.rsplit(".", 1)[-1]
+    assert cli("migrate", "--status").splitlines()[-2:] == [
+        f"{'enqueue function':<37} there", "schema is up to date",
+    ]  # fmt: skip
+    with psycopg.connect(fresh.database_url) as conn:
+        conn.execute(f"DROP FUNCTION {_function().exists.params['signature']}".encode())
+    assert cli("migrate", "--status").splitlines()[-2:] == [
+        f"{'enqueue function':<37} pending", "1 pending: run `outbox migrate`",
+    ]  # fmt: skip
+    assert cli("migrate").strip() == f"applied: {short_name}"
+    assert cli("migrate").strip() == "schema is up to date"
