@@ -18,6 +18,7 @@ import redis
 from outbox.config import Settings
 from outbox.db import store
 from tests.rabbitmq import empty_queues, private_vhost
+from tests.spans import spans  # noqa: F401  # the fixture, for every test module
 
 # The developer's own OUTBOX_* settings must not leak into the tests.
 for _name in [n for n in os.environ if n.startswith("OUTBOX_")]:

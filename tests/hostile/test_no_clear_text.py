@@ -7,14 +7,11 @@ import json
 import logging
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
-from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from outbox import redact
@@ -41,21 +38,6 @@ def _pem_body() -> tuple[str, str]:
 
 def _pieces(secret: str, size: int = 16) -> list[str]:
     return [secret[i : i + size] for i in range(0, len(secret) - size, size)]
-
-
-@pytest.fixture(scope="module")
-def spans() -> Iterator[InMemorySpanExporter]:
-    """Spans of this process, recorded (the SDK can be installed once per process)."""
-    from opentelemetry import trace  # noqa: PLC0415
-
-    exporter = InMemorySpanExporter()
-    provider = trace.get_tracer_provider()
-    if not isinstance(provider, TracerProvider):
-        provider = TracerProvider()
-        trace.set_tracer_provider(provider)
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
-    yield exporter
-    exporter.shutdown()
 
 
 @pytest.mark.parametrize(

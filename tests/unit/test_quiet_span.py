@@ -2,12 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 from opentelemetry import trace
-from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import StatusCode
 
@@ -23,28 +19,15 @@ def test_without_a_tracer_provider_no_span_is_made(monkeypatch: pytest.MonkeyPat
         raise KeyError("a@example.org")  # passes through untouched
 
 
-@pytest.fixture(scope="module")
-def recorded() -> Iterator[InMemorySpanExporter]:
-    """This process's spans (the SDK can be installed once per process)."""
-    exporter = InMemorySpanExporter()
-    provider = trace.get_tracer_provider()
-    if not isinstance(provider, TracerProvider):
-        provider = TracerProvider()
-        trace.set_tracer_provider(provider)
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
-    yield exporter
-    exporter.shutdown()
-
-
 def test_with_a_tracer_provider_a_failure_is_recorded_by_its_type_only(
-    recorded: InMemorySpanExporter,
+    spans: InMemorySpanExporter,
 ) -> None:
-    recorded.clear()
+    spans.clear()
     with tracing.quiet_span("outbox enqueue") as span:
         assert span.is_recording()
     with pytest.raises(KeyError), tracing.quiet_span("outbox enqueue_many"):
         raise KeyError("a@example.org")
-    first, second = recorded.get_finished_spans()
+    first, second = spans.get_finished_spans()
     assert (first.name, first.status.status_code) == ("outbox enqueue", StatusCode.UNSET)
     assert second.name == "outbox enqueue_many"
     assert second.status.status_code is StatusCode.ERROR
