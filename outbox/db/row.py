@@ -70,16 +70,16 @@ COLUMNS = tuple(
 
 _FIELDS = tuple(c.field for c in COLUMNS)
 _READ = operator.attrgetter(*_FIELDS)
-_ARRAYS = tuple(i for i, c in enumerate(COLUMNS) if c.array)
+_ARRAYS = tuple((i, c) for i, c in enumerate(COLUMNS) if c.array)
 
 
 def values(row: Row) -> tuple[Any, ...]:
     """The row's columns in COLUMNS' order, as every driver binds them
     (:meth:`outbox.db.statement.Column.value`): made once per email, so read in
-    one call rather than column by column."""
+    one call, and only the array columns converted."""
     found = list(_READ(row))
-    for i in _ARRAYS:
-        found[i] = list(found[i]) or None
+    for i, column in _ARRAYS:
+        found[i] = column.value(found[i])
     return tuple(found)
 
 
