@@ -165,6 +165,15 @@ class Delivery:
         self.returned = Summary(log, "emails returned to pending without an attempt")
         self.redactor = Redactor.from_settings(settings)
 
+    def close(self, timeout: float = 10.0) -> None:
+        """At a clean stop, once no batch is running: the writer writes what it
+        holds (for at most ``timeout``) and ends; the journal's connection closes
+        in order, so nothing buffered is lost."""
+        try:
+            self.writer.stop(timeout)
+        finally:
+            self.journal.close()
+
     def deliver(self, ids: Sequence[int]) -> None:
         """Send the rows ``ids`` that are still queued; others are acknowledged as done.
 

@@ -92,6 +92,7 @@ class ResultWriter:
         self.group_size = group_size
         self._items: list[_Item] = []
         self._waiting = 0  # threads blocked in wait(): their group goes at once
+        self._stopping = False  # stop(): write what is held, then the thread ends
         self._lock = threading.Lock()
         self._cond = threading.Condition(self._lock)  # the writer thread waits for work
         self._finished = threading.Condition(self._lock)  # waiters, for their results
@@ -129,6 +130,27 @@ class ResultWriter:
     def close(self) -> None:
         self._drop()
 
+    def stop(self, timeout: float) -> bool:
+        """At a clean stop: write what is held, end the writer thread and close its
+        connection. False if Postgres did not take it all within ``timeout``: the
+        thread goes on trying (the results are journaled, and the sweeper records
+        them from the journal if the process ends first). A result handed over
+        later starts a new thread."""
+        with self._cond:
+            thread, self._stopping = self._thread, True
+            self._cond.notify()
+        if thread is not None:
+            thread.join(timeout)
+        with self._cond:
+            self._stopping = False
+            held = len(self._items)
+            ended = thread is None or not thread.is_alive()
+        if not ended:
+            log.warning("stopping with the results of %d or more rows not yet in Postgres", held)
+            return False
+        self._drop()
+        return True
+
     def wait(self, done: Pending) -> str | None:
         """The row's new status once its result is written (None: no longer ours)."""
         if not done.finished:
@@ -150,9 +172,16 @@ class ResultWriter:
         while True:
             with self._cond:
                 while not self._items:
+                    if self._stopping:
+                        # Under the lock with nothing held: a result handed over
+                        # from now on finds no thread and starts one.
+                        self._thread = None
+                        return
                     self._cond.wait()
                 deadline = time.monotonic() + self.gather_seconds
-                while not self._waiting and len(self._items) < self.group_size:
+                while (
+                    not self._waiting and not self._stopping and len(self._items) < self.group_size
+                ):
                     left = deadline - time.monotonic()
                     if left <= 0:
                         break

@@ -69,5 +69,9 @@ def warm_up() -> None:
 
 
 def leave() -> None:
-    """At a clean stop: the heartbeat ends and the process leaves the list."""
+    """At a clean stop: results still on their way reach Postgres, then the
+    heartbeat ends and the process leaves the list (before that, a sweep could
+    take the rows whose results were still being written)."""
+    if delivery.cache_info().currsize:  # not made just to be closed
+        delivery().close()
     heartbeat().stop()

@@ -116,8 +116,10 @@ def harness(
             try:
                 yield h, sink
             finally:
+                # What the writer holds reaches Postgres and the journal's buffer
+                # Redis before the database and the namespace go.
+                h.delivery.close()
                 h.delivery.transport.close()
-                h.delivery.journal.close()  # what it holds reaches Redis before the namespace goes
     finally:
         if started:
             sink.stop()

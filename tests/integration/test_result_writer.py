@@ -169,3 +169,53 @@ def test_a_result_waited_for_is_written_at_once_not_after_the_gathering(
         assert not done.done()
         assert writer.wait(done) == "sent"
         assert done.done()
+
+
+def test_stop_writes_what_is_held_and_ends_the_thread(settings: Settings) -> None:
+    with pool(settings) as conn_pool:
+        ids = _taken(settings, conn_pool, 3, "w7")
+        # Nothing waits for these and the gathering outlasts the test: only stop writes them.
+        writer = ResultWriter(
+            connect(settings), max_age_seconds=settings.max_age_seconds, gather_seconds=3600
+        )
+        handles = [writer.submit("w7", _sent(row_id)) for row_id in ids]
+        thread = writer._thread
+        assert thread is not None
+        assert thread.is_alive()
+        assert writer.stop(timeout=10) is True
+        assert not thread.is_alive()
+        assert all(h.done() and h.result() == "sent" for h in handles)
+        assert writer._conn is None  # its connection closed with it
+    rows = query(settings, "SELECT count(*) FROM email_outbox WHERE status = 'sent'")
+    assert rows == [(3,)]
+
+
+def test_a_result_handed_over_after_stop_is_still_written(settings: Settings) -> None:
+    with pool(settings) as conn_pool:
+        first, second = _taken(settings, conn_pool, 2, "w8")
+        writer = ResultWriter(connect(settings), max_age_seconds=settings.max_age_seconds)
+        assert writer.wait(writer.submit("w8", _sent(first))) == "sent"
+        assert writer.stop(timeout=10) is True
+        assert writer.stop(timeout=10) is True  # a second stop has nothing to do
+        assert writer.wait(writer.submit("w8", _sent(second))) == "sent"  # a new thread
+        assert writer.stop(timeout=10) is True
+
+
+def test_stop_while_postgres_refuses_connections_keeps_the_results(settings: Settings) -> None:
+    with pool(settings) as conn_pool:
+        (row_id,) = _taken(settings, conn_pool, 1, "w9")
+        down = threading.Event()
+        down.set()
+
+        def connect_unless_down() -> store.Conn:
+            if down.is_set():
+                raise StoreError("connection refused (Postgres is down)")
+            return connect(settings)()
+
+        writer = ResultWriter(connect_unless_down, max_age_seconds=settings.max_age_seconds)
+        done = writer.submit("w9", _sent(row_id))
+        assert writer.stop(timeout=0.5) is False  # not written: said so, not dropped
+        assert not done.done()
+        down.clear()  # Postgres is back: the thread that went on trying writes it
+        assert writer.wait(done) == "sent"
+        assert writer.stop(timeout=10) is True
