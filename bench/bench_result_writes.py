@@ -12,8 +12,13 @@ and the new one, in pairs run back to back (each pair's order in turn), and
 gives the median of the pairs' differences in throughput and in the CPU the
 whole machine spent per email:
 
-    python -m bench.bench_result_writes [--emails 3000] [--rounds 3 (pairs)] [--threads 8]
+    python -m bench.bench_result_writes [--emails 4000] [--rounds 15 (pairs)] [--threads 8]
         [--relay sink|postfix]
+
+Rounds on a shared 2-core machine differ by a fifth from one to the next, so a
+few pairs cannot tell a cost of 5 % from one of 10 %: the median comes with a
+90 % interval (the pairs resampled), and only a bound the interval clears is
+reported as met or missed.
 
 `sink` is Postfix's smtp-sink, which answers at once and stores nothing: the
 worst case for anything added per message. `postfix` is a real Postfix on
@@ -26,6 +31,7 @@ from __future__ import annotations
 import argparse
 import os
 import queue
+import random
 import statistics
 import threading
 import time
@@ -48,6 +54,7 @@ from outbox.testing.postfix import private_postfix
 from outbox.transports.smtp import SmtpConfig, SmtpTransport
 
 NEWS = {"name": "R", "title": "News", "intro": "Hi", "url": "https://x.example"}
+TARGET = 5.0  # per cent of throughput at most
 REDIS_URL = os.environ.get("REDIS_URL") or "redis://127.0.0.1:6379/0"
 
 
@@ -158,6 +165,10 @@ def one_round(settings: Settings, kind: type[Delivery], emails: int, threads: in
             thread.join()
         took = time.perf_counter() - started
         cpu = busy_seconds() - cpu_before
+        # Its writer thread and connections end with the round: left behind, each
+        # round's idle writer slowed every later round of the new way (2,000 to
+        # 1,600 emails/s over ten rounds here), not the old way's, which has none.
+        delivery.close()
         transport.close()
     with psycopg.connect(settings.database_url) as conn:
         row = conn.execute("SELECT count(*) FROM email_outbox WHERE status = 'sent'").fetchone()
@@ -166,10 +177,33 @@ def one_round(settings: Settings, kind: type[Delivery], emails: int, threads: in
     return Round(emails / took, cpu / emails * 1e6)
 
 
+def median_interval(
+    values: Sequence[float], *, level: float = 0.90, draws: int = 4000, seed: int = 1
+) -> tuple[float, float]:
+    """A bootstrap interval for the median of ``values``: the ``level`` middle of
+    the medians of ``draws`` resamples (with replacement) of the same size."""
+    if len(values) < 2:
+        return values[0], values[0]
+    rng = random.Random(seed)  # the same pairs give the same interval
+    medians = sorted(statistics.median(rng.choices(values, k=len(values))) for _ in range(draws))
+    tail = (1 - level) / 2
+    return medians[int(tail * draws)], medians[min(draws - 1, int((1 - tail) * draws))]
+
+
+def verdict(interval: tuple[float, float], target: float) -> str:
+    """Met, missed, or not told apart from the target by these pairs."""
+    low, high = interval
+    if high <= target:
+        return "met"
+    if low > target:
+        return "missed"
+    return "not told apart from the target by these pairs"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--emails", type=int, default=3000)
-    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--emails", type=int, default=4000)
+    parser.add_argument("--rounds", type=int, default=15)
     parser.add_argument("--threads", type=int, default=8)
     parser.add_argument("--relay", choices=["sink", "postfix"], default="sink")
     args = parser.parse_args()
@@ -201,10 +235,11 @@ def main() -> None:
         )
     costs = sorted((old.rate - new.rate) / old.rate * 100 for old, new in pairs)
     cpu = statistics.median((new.cpu_us - old.cpu_us) / old.cpu_us * 100 for old, new in pairs)
-    quartiles = statistics.quantiles(costs, n=4) if len(costs) > 1 else costs * 3
+    low, high = median_interval(costs)
     print(
         f"  throughput cost, median of pairs: {statistics.median(costs):+.1f} %"
-        f" (quartiles {quartiles[0]:+.1f} / {quartiles[2]:+.1f} %; target: at most 5 %)"
+        f" (90 % interval {low:+.1f} to {high:+.1f} %); target at most {TARGET:.0f} %:"
+        f" {verdict((low, high), TARGET)}"
     )
     print(f"  CPU per email, median of pairs: {cpu:+.1f} %")
 
