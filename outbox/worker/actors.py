@@ -73,5 +73,8 @@ def leave() -> None:
     heartbeat ends and the process leaves the list (before that, a sweep could
     take the rows whose results were still being written)."""
     if delivery.cache_info().currsize:  # not made just to be closed
-        delivery().close()
+        # Batches waited for their results, so this is quick; if Postgres is
+        # away, 3 s more keeps the 25 s shutdown timeout inside a platform's
+        # 30 s grace, and the journal still holds what is left for the sweeper.
+        delivery().close(timeout=3.0)
     heartbeat().stop()
