@@ -6,7 +6,9 @@ until every email has an outcome, prints what happened, and stops.
 
 Everything it writes goes to a schema of its own (``outbox_demo_<run>``, its
 OUTBOX_SCHEMA, the tables migrated there), dropped at the end, so the database it is pointed at
-keeps nothing of it; ``--keep`` keeps the schema and prints how to look at it.
+keeps nothing of it; ``--keep`` keeps the schema and prints how to look at it. Its
+keys in Redis (its own OUTBOX_NAMESPACE: the workers' heartbeats, the relay's
+epoch, journals) are deleted at the end either way: nothing reads them after it.
 """
 
 from __future__ import annotations
@@ -17,6 +19,9 @@ import os
 import time
 import uuid
 
+import redis
+
+from outbox.broker import broker_kind
 from outbox.config import Settings
 from outbox.db import store
 from outbox.db.sql import use_schema
@@ -36,18 +41,43 @@ def run_demo(settings: Settings, *, newsletter: int, timeout: float, keep: bool 
                 dataclasses.replace(settings, schema=schema), run, newsletter, timeout
             )
     finally:
-        if not keep:
-            with store.connect(settings.database_url) as conn:
-                store.drop_schema(conn, schema)
+        try:
+            _drop_keys(settings, run)
+        finally:
+            if not keep:
+                with store.connect(settings.database_url) as conn:
+                    store.drop_schema(conn, schema)
     _next_steps(login_message_id, schema, kept=keep)
     return status
+
+
+def _drop_keys(settings: Settings, run: str) -> None:
+    """Delete the run's keys from Redis: its namespace (``run``, and the broker's
+    ``run-dramatiq``) is its own, so nothing else is touched."""
+    urls = {settings.redis_url}
+    if broker_kind(settings.broker) == "redis":
+        urls.add(settings.broker)
+    for url in sorted(urls):
+        client = redis.Redis.from_url(url, socket_timeout=5, socket_connect_timeout=5)
+        try:
+            for pattern in (f"{run}:*", f"{run}-dramatiq:*"):
+                keys = list(client.scan_iter(match=pattern, count=500))
+                if keys:
+                    client.delete(*keys)
+        except redis.RedisError as exc:
+            print(f"the demo's keys in Redis were left ({type(exc).__name__}): {pattern}")
+        finally:
+            client.close()
 
 
 def _next_steps(login_message_id: str | None, schema: str, *, kept: bool) -> None:
     if login_message_id:
         print(f"the login code's Message-ID: {login_message_id}")
     if not kept:
-        print(f"schema {schema} dropped: the database keeps nothing of the demo (--keep keeps it)")
+        print(
+            f"schema {schema} dropped: the database keeps nothing of the demo (--keep keeps it),"
+            " nor Redis"
+        )
         print("next, try:")
         print("  outbox templates preview login_code    # the email as the worker builds it")
         print("  outbox demo --keep                     # then look at the emails it sent")

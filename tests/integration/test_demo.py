@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 
 import psycopg
+import redis
 
 from outbox.config import Settings
 from tests.integration.helpers import query
@@ -16,9 +17,16 @@ def _demo_schemas(settings: Settings) -> list[str]:
     return [r[0] for r in rows]
 
 
-def test_the_demo_cleans_up_after_itself(settings: Settings) -> None:
+def _keys_of_run(stdout: str, client: redis.Redis) -> list[bytes]:
+    run = re.search(r"^run (demo-[0-9a-f-]+):", stdout, re.MULTILINE)
+    assert run, stdout
+    return list(client.scan_iter(match=f"{run.group(1)}*"))
+
+
+def test_the_demo_cleans_up_after_itself(settings: Settings, redis_client: redis.Redis) -> None:
     result = outbox(settings, "demo", "--newsletter", "20", "--timeout", "90")
     assert result.returncode == 0, result.stdout + result.stderr
+    assert _keys_of_run(result.stdout, redis_client) == []  # heartbeats, epoch: all gone
     assert re.search(r"the login code's Message-ID: <[0-9a-f]+@", result.stdout)
     assert "dropped: the database keeps nothing of the demo" in result.stdout
     assert "outbox demo --keep" in result.stdout
@@ -26,9 +34,12 @@ def test_the_demo_cleans_up_after_itself(settings: Settings) -> None:
     assert query(settings, "SELECT count(*) FROM email_outbox") == [(0,)]
 
 
-def test_the_demo_kept_can_be_looked_at_with_the_commands_it_prints(settings: Settings) -> None:
+def test_the_demo_kept_can_be_looked_at_with_the_commands_it_prints(
+    settings: Settings, redis_client: redis.Redis
+) -> None:
     result = outbox(settings, "demo", "--newsletter", "10", "--timeout", "90", "--keep")
     assert result.returncode == 0, result.stdout + result.stderr
+    assert _keys_of_run(result.stdout, redis_client) == []  # the schema is what is kept
     (schema,) = _demo_schemas(settings)
     try:
         named = re.search(r"export OUTBOX_SCHEMA=(\S+)", result.stdout)
