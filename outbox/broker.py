@@ -41,6 +41,11 @@ def broker_kind(url: str) -> str:
     raise ConfigError("OUTBOX_BROKER_URL must be a redis://, rediss://, unix:// or amqp:// URL")
 
 
+def redis_namespace(namespace: str) -> str:
+    """The prefix of Dramatiq's keys in Redis for OUTBOX_NAMESPACE ``namespace``."""
+    return f"{namespace}-dramatiq"
+
+
 def make_broker(settings: Settings) -> dramatiq.Broker:
     broker: dramatiq.Broker
     if broker_kind(settings.broker) == "rabbitmq":
@@ -51,7 +56,7 @@ def make_broker(settings: Settings) -> dramatiq.Broker:
         broker = RabbitmqBroker(url=settings.broker, confirm_delivery=True)
     else:
         broker = RedisBroker(  # type: ignore[no-untyped-call]
-            url=settings.broker, namespace=f"{settings.namespace}-dramatiq"
+            url=settings.broker, namespace=redis_namespace(settings.namespace)
         )
     # The outbox row owns retries and age limits: a retry scheduled in the
     # broker would vanish with a Redis restart, one in Postgres does not. No time

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 import orjson
 import redis
 
+from outbox.broker import queue_name, redis_namespace
 from outbox.config import Settings
 from outbox.errors import BrokerError
 
@@ -98,7 +99,7 @@ def broker_watch(
     """The watch over the queues of ``priorities`` in the broker the settings name."""
     return BrokerWatch(
         client,
-        namespace=f"{settings.namespace}-dramatiq",
-        queues=[f"email_{p.value}" for p in priorities],
+        namespace=redis_namespace(settings.namespace),
+        queues=[queue_name(p) for p in priorities],
         dead_after=settings.stuck_seconds,
     )

@@ -10,7 +10,7 @@ from typing import Any
 
 import redis
 
-from outbox.broker import broker_kind, queue_name
+from outbox.broker import broker_kind, queue_name, redis_namespace
 from outbox.config import Settings
 from outbox.db import store
 from outbox.errors import StoreError
@@ -42,7 +42,7 @@ def broker_health(settings: Settings) -> dict[str, Any]:
     if broker_kind(settings.broker) == "rabbitmq":
         return _rabbitmq_health(settings.broker)
     client = redis.Redis.from_url(settings.broker, socket_connect_timeout=2, socket_timeout=2)
-    namespace = f"{settings.namespace}-dramatiq"
+    namespace = redis_namespace(settings.namespace)
     started = time.perf_counter()
     try:
         client.ping()

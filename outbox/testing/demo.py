@@ -21,7 +21,7 @@ import uuid
 
 import redis
 
-from outbox.broker import broker_kind
+from outbox.broker import broker_kind, redis_namespace
 from outbox.config import Settings
 from outbox.db import store
 from outbox.db.sql import use_schema
@@ -53,14 +53,14 @@ def run_demo(settings: Settings, *, newsletter: int, timeout: float, keep: bool 
 
 def _drop_keys(settings: Settings, run: str) -> None:
     """Delete the run's keys from Redis: its namespace (``run``, and the broker's
-    ``run-dramatiq``) is its own, so nothing else is touched."""
+    prefix for it) is its own, so nothing else is touched."""
     urls = {settings.redis_url}
     if broker_kind(settings.broker) == "redis":
         urls.add(settings.broker)
     for url in sorted(urls):
         client = redis.Redis.from_url(url, socket_timeout=5, socket_connect_timeout=5)
         try:
-            for pattern in (f"{run}:*", f"{run}-dramatiq:*"):
+            for pattern in (f"{run}:*", f"{redis_namespace(run)}:*"):
                 keys = list(client.scan_iter(match=pattern, count=500))
                 if keys:
                     client.delete(*keys)
@@ -74,10 +74,7 @@ def _next_steps(login_message_id: str | None, schema: str, *, kept: bool) -> Non
     if login_message_id:
         print(f"the login code's Message-ID: {login_message_id}")
     if not kept:
-        print(
-            f"schema {schema} dropped: the database keeps nothing of the demo (--keep keeps it),"
-            " nor Redis"
-        )
+        print(f"schema {schema} dropped: the database keeps nothing of the demo (--keep keeps it)")
         print("next, try:")
         print("  outbox templates preview login_code    # the email as the worker builds it")
         print("  outbox demo --keep                     # then look at the emails it sent")
