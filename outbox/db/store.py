@@ -1093,12 +1093,21 @@ class Unattempted:
 
 def record_results(conn: Conn, results: Sequence[tuple[str, AttemptRecord]]) -> set[int]:
     """Store (worker, attempt) pairs and their rows' states; the ids still the worker's."""
-    rows = [
-        {**_record_fields(_storable_attempt(record)), "worker": worker}
-        for worker, record in results
-    ]
-    payload = {"results": orjson.dumps(rows).decode(), "ids": [r["id"] for r in rows]}
-    refused = any(r["suppress"] for r in rows)
+    return record_entries(
+        conn,
+        [result_entry(worker, record) for worker, record in results],
+        [record.id for _, record in results],
+        refused=any(record.suppress for _, record in results),
+    )
+
+
+def record_entries(
+    conn: Conn, entries: Sequence[bytes], ids: Sequence[int], *, refused: bool
+) -> set[int]:
+    """:func:`record_results` of results already encoded by :func:`result_entry`
+    (the journal's entries, written as they were journaled); ``refused``: some
+    of them call for a suppression."""
+    payload = {"results": (b"[%b]" % b",".join(entries)).decode(), "ids": list(ids)}
     # The results and the suppressions they call for, together; most groups have none.
     together = conn.transaction() if refused else contextlib.nullcontext()
     with translate_errors(), together:
@@ -1106,6 +1115,19 @@ def record_results(conn: Conn, results: Sequence[tuple[str, AttemptRecord]]) -> 
         if refused:
             conn.execute(queries["suppress_refused"], payload)
     return {r[0] for r in found}
+
+
+def result_entry(worker: str, record: AttemptRecord) -> bytes:
+    """One result as record_results reads it: a JSON object of the attempt's
+    fields and the worker holding its row, its texts made storable. The
+    journal keeps results in this form, so each is encoded once."""
+    body = orjson.dumps(storable_attempt(record))  # orjson writes dataclasses natively
+    return b'{"worker":%b,%b' % (_json_text(worker), body[1:])
+
+
+@functools.lru_cache(maxsize=256)
+def _json_text(value: str) -> bytes:
+    return orjson.dumps(value)  # a worker's name: one per thread, made once
 
 
 def recover_journaled(
@@ -1141,10 +1163,6 @@ def finished_journals(
     with translate_errors():
         rows = conn.execute(queries["journals_finished"], args).fetchall()
     return [str(r[0]) for r in rows]
-
-
-def _record_fields(record: AttemptRecord) -> dict[str, Any]:
-    return {name: getattr(record, name) for name in record.__slots__}
 
 
 def return_unattempted(
@@ -1186,12 +1204,17 @@ def storable(value: Any) -> Any:
     return value
 
 
-def _storable_attempt(record: AttemptRecord) -> AttemptRecord:
+def storable_attempt(record: AttemptRecord) -> AttemptRecord:
+    """``record`` with its texts as Postgres can hold them (itself when they are)."""
+    texts = (record.reason, record.reply_text, record.provider_message_id)
+    reason, reply_text, provider_message_id = stored = tuple(storable_text(t) for t in texts)
+    if stored == texts:
+        return record  # nearly every reply: no copy of the record
     return dataclasses.replace(
         record,
-        reason=storable_text(record.reason) or "",
-        reply_text=storable_text(record.reply_text),
-        provider_message_id=storable_text(record.provider_message_id),
+        reason=reason or "",
+        reply_text=reply_text,
+        provider_message_id=provider_message_id,
     )
 
 

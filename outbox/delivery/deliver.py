@@ -20,6 +20,7 @@ from collections.abc import Callable, Sequence
 from email.utils import parseaddr
 from typing import Any
 
+import orjson
 from opentelemetry import trace
 from opentelemetry.trace import Link, Span, SpanKind, StatusCode
 from opentelemetry.trace import Status as TraceStatus
@@ -28,7 +29,7 @@ from outbox.config import Settings
 from outbox.db import store
 from outbox.delivery.breaker import Gate
 from outbox.delivery.classify import classify_reply, refuses_address
-from outbox.delivery.journal import ResultJournal, Ticket
+from outbox.delivery.journal import ResultJournal, Ticket, encode
 from outbox.delivery.outage import SharedBreaker, describe_failure, is_path_failure
 from outbox.delivery.retry import RetryPolicy, decide
 from outbox.delivery.writer import Pending, ResultWriter
@@ -210,13 +211,8 @@ class Delivery:
                 if isinstance(result, store.Deferral):
                     deferred.append(result)
                     continue
-                ticket = (
-                    self.journal.record(worker, result)
-                    if isinstance(result, store.AttemptRecord)
-                    else None
-                )
-                written.append(self.writer.submit(worker, result))
-                previous = None if ticket is None else _Previous(ticket, written[-1])
+                previous = self._hand_over(worker, result)
+                written.append(previous.written)
                 if isinstance(result, store.Unattempted) and index + 1 < len(rows):
                     # The path just failed: the rest of the batch would wait for the same
                     # timeout each, held `sending`; it goes back untried at once.
@@ -247,6 +243,15 @@ class Delivery:
                 if deferred:
                     with self.pool.connection() as conn:
                         store.defer_paced(conn, deferred, worker)
+
+    def _hand_over(self, worker: str, result: store.AttemptRecord | store.Unattempted) -> _Previous:
+        """Journal a result and hand it to the writer, encoded once: the journal's
+        entry is what Postgres records."""
+        if not isinstance(result, store.AttemptRecord):
+            return _Previous(None, self.writer.submit(worker, result))
+        entry = journal_entry(worker, result)
+        ticket = self.journal.add(worker, result.id, entry) if entry else None
+        return _Previous(ticket, self.writer.submit(worker, result, entry))
 
     def _take(self, ids: Sequence[int], worker: str) -> list[store.OutboxRow]:
         """The rows, once Postgres answers: the broker message stays unacknowledged
@@ -332,8 +337,23 @@ class Delivery:
     ) -> store.AttemptRecord | store.Deferral | store.Unattempted:
         started = time.perf_counter()
         reply: Reply | None = None
+        waited = [0.0]
+        recorded: Callable[[], None] | None = None
+        if previous is not None:
+            before = previous
+
+            def recorded() -> None:
+                if before.ticket is not None and self.journal.ensure(before.ticket):
+                    return
+                started_waiting = time.monotonic()
+                # A previous result Postgres refused is the batch's error, raised
+                # when the batch ends; it says nothing about this message's send.
+                with contextlib.suppress(StoreError):
+                    self.writer.wait(before.written)
+                waited[0] = time.monotonic() - started_waiting
+
         try:
-            message = self.build(row)
+            message = self.build(row, before_commit=recorded)
         except AttachmentUnavailable as exc:
             # This worker's storage, not the email: wait for one that sees the
             # file (or for this one to be fixed) without spending an attempt.
@@ -354,21 +374,6 @@ class Delivery:
             deferral = self._pace(row)
             if deferral is not None:
                 return deferral
-            waited = [0.0]
-            if previous is not None:
-                before = previous
-
-                def recorded() -> None:
-                    if self.journal.ensure(before.ticket):
-                        return
-                    started_waiting = time.monotonic()
-                    # A previous result Postgres refused is the batch's error, raised
-                    # when the batch ends; it says nothing about this message's send.
-                    with contextlib.suppress(StoreError):
-                        self.writer.wait(before.written)
-                    waited[0] = time.monotonic() - started_waiting
-
-                message = dataclasses.replace(message, before_commit=recorded)
             try:
                 reply = self.transport.send(message)
             except TransportBusy as busy:  # nothing left: back to Postgres, not an attempt
@@ -439,7 +444,9 @@ class Delivery:
             recipients=_each_recipient(reply) if reply and reply.recipients else None,
         )
 
-    def build(self, row: store.OutboxRow) -> OutgoingMessage:
+    def build(
+        self, row: store.OutboxRow, *, before_commit: Callable[[], None] | None = None
+    ) -> OutgoingMessage:
         ascii_recipient = row.recipient if row.recipient.isascii() else ascii_address(row.recipient)
         recipient = ascii_recipient or row.recipient
         # Template version, list headers, attachments and DKIM: outbox.message.compose.
@@ -455,6 +462,7 @@ class Delivery:
             bcc=tuple(row.bcc),
             tags=tuple(row.tags),
             metadata=tuple((k, labels.as_text(v)) for k, v in row.metadata.items()),
+            before_commit=before_commit,
         )
 
     def _return_path(self, row: store.OutboxRow) -> str:
@@ -474,8 +482,17 @@ class Delivery:
 class _Previous:
     """A thread's previous result, which must be kept before its next dot."""
 
-    ticket: Ticket  # in Redis' journal
+    ticket: Ticket | None  # in Redis' journal (None: not journaled, Postgres first)
     written: Pending  # in Postgres, if the journal failed
+
+
+def journal_entry(worker: str, record: store.AttemptRecord) -> bytes | None:
+    """The result as the journal keeps it and Postgres records it; None if it
+    cannot be JSON even made storable (then it goes to Postgres alone, first)."""
+    try:
+        return encode(worker, record)
+    except orjson.JSONEncodeError:
+        return None
 
 
 def _each_recipient(reply: Reply) -> list[dict[str, Any]]:

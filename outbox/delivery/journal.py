@@ -78,13 +78,24 @@ def resp(*args: bytes) -> bytes:
 
 
 def encode(worker: str, record: store.AttemptRecord) -> bytes:
-    return orjson.dumps((worker, record))  # orjson writes dataclasses natively
+    """An entry: the result as Postgres records it (:func:`outbox.db.store.result_entry`)."""
+    return store.result_entry(worker, record)
 
 
 def decode(raw: bytes) -> tuple[str, store.AttemptRecord] | None:
-    """A journaled (worker thread, result), or None for one this version cannot read."""
+    """A journaled (worker thread, result), or None for one this version cannot read.
+
+    Entries are the objects :func:`encode` makes; a ``[worker, fields]`` pair is
+    what earlier versions journaled, still in Redis after an upgrade."""
     try:
-        worker, fields = orjson.loads(raw)
+        value = orjson.loads(raw)
+        if isinstance(value, dict):
+            worker = value.pop("worker", None)
+            fields = value
+        elif isinstance(value, list) and len(value) == 2:
+            worker, fields = value
+        else:
+            return None
         if not isinstance(worker, str) or not isinstance(fields, dict):
             return None
         return worker, store.AttemptRecord(**fields)
@@ -135,8 +146,9 @@ def _expire(key: bytes) -> bytes:
 
 
 class Ticket:
-    """One result on its way to Redis: ``sent`` is None while it waits in the
-    buffer, then True once it is in the kernel, False if it never will be."""
+    """The results buffered between two sends, on their way to Redis: ``sent`` is
+    None while they wait in the buffer, then True once they are in the kernel,
+    False if they never will be. One per send, shared by the results it carries."""
 
     __slots__ = ("sent",)
 
@@ -158,7 +170,7 @@ class ResultJournal:
         self._keys: dict[str, bytes] = {}  # worker thread -> its process's journal
         # (key, row id, entry); an entry of None drops the ids (space-separated).
         self._buffer: list[tuple[bytes, bytes, bytes | None]] = []
-        self._tickets: list[Ticket] = []
+        self._ticket = Ticket()  # of what the buffer holds now
         self._buffer_lock = threading.Lock()  # taken for a list append, never for I/O
         self._send_lock = threading.Lock()  # one send at a time, in buffer order
         self._retry_at = 0.0  # after a failure, no thread tries Redis again before this
@@ -195,12 +207,9 @@ class ResultJournal:
                 return
             with self._buffer_lock:
                 buffered, self._buffer = self._buffer, []
-                tickets, self._tickets = self._tickets, []
-            if not buffered:
-                return
-            sent = self._send(commands(buffered))
-            for carried in tickets:
-                carried.sent = sent
+                carried, self._ticket = self._ticket, Ticket()
+            if buffered:
+                carried.sent = self._send(commands(buffered))
 
     def _send(self, data: bytes) -> bool:
         if time.monotonic() < self._retry_at:
@@ -224,17 +233,19 @@ class ResultJournal:
 
     def record(self, worker: str, record: store.AttemptRecord) -> Ticket:
         """Buffer one result for Redis; :meth:`ensure` it before the thread sends again."""
-        if time.monotonic() < self._retry_at:
-            return _LOST
         try:
             entry = encode(worker, record)
         except orjson.JSONEncodeError:
-            return _LOST  # a reply with a lone surrogate: Postgres first (it is made storable)
-        ticket = Ticket()
+            return _LOST  # not JSON even made storable: Postgres first, where it is split out
+        return self.add(worker, record.id, entry)
+
+    def add(self, worker: str, row_id: int, entry: bytes) -> Ticket:
+        """Buffer one result already encoded (:func:`encode`), as :meth:`record` does."""
+        if time.monotonic() < self._retry_at:
+            return _LOST
         with self._buffer_lock:
-            self._buffer.append((self._key(worker), b"%d" % record.id, entry))
-            self._tickets.append(ticket)
-        return ticket
+            self._buffer.append((self._key(worker), b"%d" % row_id, entry))
+            return self._ticket
 
     def ensure(self, ticket: Ticket) -> bool:
         """Whether the result is in the kernel on its way to Redis, sending it if

@@ -29,7 +29,6 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 
 from outbox.db import store
 from outbox.errors import StoreError
@@ -53,9 +52,19 @@ class Pending:
     share the writer's condition instead.
     """
 
-    __slots__ = ("error", "finished", "status")
+    __slots__ = ("entry", "error", "finished", "record", "status", "worker")
 
-    def __init__(self) -> None:
+    def __init__(
+        self,
+        worker: str,
+        result: store.AttemptRecord | store.Unattempted,
+        entry: bytes | None = None,
+    ) -> None:
+        self.worker = worker
+        self.record = result
+        # An attempt as record_results reads it (store.result_entry): the journal's
+        # entry when it was journaled, so the result is encoded once.
+        self.entry = entry
         self.finished = False
         self.status: str | None = None
         self.error: StoreError | None = None
@@ -67,13 +76,6 @@ class Pending:
         if self.error is not None:
             raise self.error
         return self.status
-
-
-@dataclass(frozen=True, slots=True)
-class _Item:
-    worker: str
-    result: store.AttemptRecord | store.Unattempted
-    done: Pending
 
 
 class ResultWriter:
@@ -90,7 +92,7 @@ class ResultWriter:
         self.max_age_seconds = max_age_seconds
         self.gather_seconds = gather_seconds
         self.group_size = group_size
-        self._items: list[_Item] = []
+        self._items: list[Pending] = []
         self._waiting = 0  # threads blocked in wait(): their group goes at once
         self._stopping = False  # stop(): write what is held, then the thread ends
         self._lock = threading.Lock()
@@ -99,9 +101,15 @@ class ResultWriter:
         self._thread: threading.Thread | None = None
         self.postgres = DownOnce(log, "Postgres (recording results)")
 
-    def submit(self, worker: str, result: store.AttemptRecord | store.Unattempted) -> Pending:
-        """Hand a result over; the writer thread writes it at once, or with the next write."""
-        item = _Item(worker, result, Pending())
+    def submit(
+        self,
+        worker: str,
+        result: store.AttemptRecord | store.Unattempted,
+        entry: bytes | None = None,
+    ) -> Pending:
+        """Hand a result over (an attempt with its :func:`~outbox.db.store.result_entry`
+        if it has one); the writer thread writes it at once, or with the next write."""
+        item = Pending(worker, result, entry)
         with self._cond:
             self._items.append(item)
             if self._thread is None:
@@ -114,7 +122,7 @@ class ResultWriter:
             # switch, and the interpreter lock, per message.
             if len(self._items) == 1 or len(self._items) >= self.group_size:
                 self._cond.notify()
-        return item.done
+        return item
 
     def _connection(self) -> store.Conn:
         if self._conn is None or self._conn.closed:
@@ -164,9 +172,9 @@ class ResultWriter:
                     self._waiting -= 1
         return done.result()
 
-    def _finish(self, item: _Item, status: str | None, error: StoreError | None = None) -> None:
-        item.done.status, item.done.error = status, error
-        item.done.finished = True  # waiters look under the lock, woken after each write
+    def _finish(self, item: Pending, status: str | None, error: StoreError | None = None) -> None:
+        item.status, item.error = status, error
+        item.finished = True  # waiters look under the lock, woken after each write
 
     def _run(self) -> None:
         while True:
@@ -193,13 +201,13 @@ class ResultWriter:
                 log.exception("recording the results of %d rows failed", len(batch))
                 error = StoreError(f"recording results failed: {exc!r}")
                 for item in batch:
-                    if not item.done.finished:
+                    if not item.finished:
                         self._finish(item, None, error)
             finally:
                 with self._lock:
                     self._finished.notify_all()
 
-    def _write_all(self, batch: Sequence[_Item]) -> None:
+    def _write_all(self, batch: Sequence[Pending]) -> None:
         if not batch:
             return
         try:
@@ -214,14 +222,14 @@ class ResultWriter:
                 return
             self._write_plain(batch[0], exc)
 
-    def _write_plain(self, item: _Item, exc: StoreError) -> None:
+    def _write_plain(self, item: Pending, exc: StoreError) -> None:
         """A result Postgres refused even alone: its state, without the reply's text."""
         log.error(
             "result of email %s refused by Postgres (%s); recorded without its reply",
-            item.result.id,
+            item.record.id,
             type(exc.__cause__ or exc).__name__,
         )
-        result = item.result
+        result = item.record
         plain: store.AttemptRecord | store.Unattempted
         if isinstance(result, store.AttemptRecord):
             plain = dataclasses.replace(
@@ -234,15 +242,17 @@ class ResultWriter:
             )
         else:
             plain = dataclasses.replace(result, reason="handed back; reason not storable")
+        stand_in = Pending(item.worker, plain)
         try:
-            self._write([_Item(item.worker, plain, item.done)])
+            self._write([stand_in])
+            self._finish(item, stand_in.status)
         except StoreError as again:
             self._finish(item, None, again)  # the row stays held; its batch fails loudly
 
-    def _write(self, batch: Sequence[_Item]) -> None:
+    def _write(self, batch: Sequence[Pending]) -> None:
         """One write, tried again while the connection (not the statement) fails."""
-        records = [(i.worker, i.result) for i in batch if isinstance(i.result, store.AttemptRecord)]
-        returned = [i.result for i in batch if isinstance(i.result, store.Unattempted)]
+        records = [i for i in batch if isinstance(i.record, store.AttemptRecord)]
+        returned = [i.record for i in batch if isinstance(i.record, store.Unattempted)]
         kept: set[int] = set()
         statuses: dict[int, str] = {}
         tries = 0
@@ -253,7 +263,12 @@ class ResultWriter:
                     # Autocommit: each statement is one round trip; what one wrote
                     # is not written again when the next one's connection fails.
                     if records:
-                        kept = store.record_results(conn, records)
+                        kept = store.record_entries(
+                            conn,
+                            [_entry(i) for i in records],
+                            [i.record.id for i in records],
+                            refused=any(_suppresses(i) for i in records),
+                        )
                         records = []
                     if returned:
                         statuses = store.return_unattempted(
@@ -273,16 +288,27 @@ class ResultWriter:
                 tries += 1
                 time.sleep(delay)
         self.postgres.ok()
-        lost = [i.result.id for i in batch if isinstance(i.result, store.AttemptRecord)]
+        lost = [i.record.id for i in batch if isinstance(i.record, store.AttemptRecord)]
         lost = [row_id for row_id in lost if row_id not in kept]
         if lost:
             log.warning("rows %s were swept back while being sent", sorted(lost)[:20])
         for item in batch:
-            if isinstance(item.result, store.AttemptRecord):
-                status = item.result.status if item.result.id in kept else None
+            if isinstance(item.record, store.AttemptRecord):
+                status = item.record.status if item.record.id in kept else None
             else:
-                status = statuses.get(item.result.id)
+                status = statuses.get(item.record.id)
             self._finish(item, status)
+
+
+def _entry(item: Pending) -> bytes:
+    if item.entry is None:
+        assert isinstance(item.record, store.AttemptRecord)
+        item.entry = store.result_entry(item.worker, item.record)
+    return item.entry
+
+
+def _suppresses(item: Pending) -> bool:
+    return isinstance(item.record, store.AttemptRecord) and item.record.suppress
 
 
 class _Refused(Exception):

@@ -14,7 +14,7 @@ import redis
 
 from outbox.config import Settings
 from outbox.db import store
-from outbox.delivery.journal import ResultJournal, journal_key, process_of
+from outbox.delivery.journal import ResultJournal, decode, journal_key, process_of
 from tests.integration.helpers import add_newsletter, harness, pool, query, statuses, wait_until
 from tests.integration.test_result_writer import _sent, _taken
 
@@ -183,11 +183,21 @@ def test_without_redis_each_send_waits_for_postgres_and_nothing_is_lost(
     assert query(settings, "SELECT count(*) FROM email_attempt") == [(30,)]
 
 
-def test_a_result_orjson_cannot_write_is_left_to_postgres(settings: Settings) -> None:
+def test_a_reply_json_cannot_hold_is_journaled_as_postgres_stores_it(
+    settings: Settings, redis_client: redis.Redis
+) -> None:
     journal = ResultJournal(settings.redis_url, settings.namespace)
-    hostile = dataclasses.replace(_sent(1), reply_text="250 ok \udcff")  # undecodable byte
-    assert journal.record(DEAD, hostile).sent is False
-    assert not journal.redis.is_down  # Redis was fine; this one goes the slow way
+    hostile = dataclasses.replace(_sent(1), reply_text="250 ok \udcff\x00")  # an undecodable byte
+    assert journal.ensure(journal.record(DEAD, hostile))
+    journal.close()
+    key = journal_key(settings.namespace, process_of(DEAD))
+    wait_until(lambda: redis_client.hexists(key, "1"), 5)
+    raw = redis_client.hget(key, "1")
+    assert isinstance(raw, bytes)
+    assert decode(raw) == (
+        DEAD,
+        dataclasses.replace(hostile, reply_text="250 ok " + "\ufffd" * 4),
+    )  # 3 bytes, NUL
 
 
 def test_one_send_carries_every_thread_result_waiting_and_a_batch_drops_only_its_own(

@@ -7,6 +7,7 @@ import dataclasses
 import orjson
 
 from outbox.db import store
+from outbox.db.sql import queries
 from outbox.delivery.journal import commands, decode, encode, journal_key, process_of, resp
 
 
@@ -40,6 +41,30 @@ def test_resp_is_an_array_of_bulk_strings_with_byte_lengths() -> None:
 def test_an_entry_reads_back_as_the_same_result_and_thread() -> None:
     record = _record()
     assert decode(encode("h:1:Thread-2 (work)", record)) == ("h:1:Thread-2 (work)", record)
+
+
+def test_an_entry_is_the_object_record_results_reads_every_column_of() -> None:
+    entry = orjson.loads(encode("h:1:Thread-2 (work)", _record()))
+    statement = queries["record_results"]
+    columns = statement[statement.index("AS r(") + 5 : statement.index(")\n), updated")]
+    assert set(entry) == {c.split()[0] for c in columns.replace("\n", " ").split(",")}
+    assert entry["worker"] == "h:1:Thread-2 (work)"
+
+
+def test_an_entry_of_an_earlier_version_still_reads_back() -> None:
+    record = _record()
+    earlier = orjson.dumps(["h:1:Thread-2", dataclasses.asdict(record)])  # [worker, fields]
+    assert decode(earlier) == ("h:1:Thread-2", record)
+
+
+def test_an_entry_holds_its_texts_as_postgres_can_store_them() -> None:
+    hostile = dataclasses.replace(
+        _record(), reason="a\x00b", reply_text="\udcff", provider_message_id=None
+    )
+    stored = dataclasses.replace(hostile, reason="a\ufffdb", reply_text="\ufffd" * 3)
+    assert decode(encode("h:1:t", hostile)) == ("h:1:t", stored)
+    clean = _record()
+    assert store.storable_attempt(clean) is clean  # no copy for a reply that needs none
 
 
 def test_an_entry_this_version_cannot_read_is_none_not_an_error() -> None:
