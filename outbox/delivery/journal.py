@@ -34,7 +34,9 @@ from __future__ import annotations
 import contextlib
 import functools
 import logging
+import select
 import socket
+import ssl
 import threading
 import time
 from collections.abc import Iterator, Sequence
@@ -56,6 +58,7 @@ log = logging.getLogger(__name__)
 _KEEP_SECONDS = 7 * 24 * 3600
 _SCAN_COUNT = 200
 _RETRY_SECONDS = 1.0
+_SEND_SECONDS = 2.0  # as the socket's timeout was
 
 
 def process_of(worker: str) -> str:
@@ -167,6 +170,7 @@ class ResultJournal:
             redis_url, socket_timeout=2, socket_connect_timeout=2
         )
         self._conn: Any = None  # one connection per process, replies off
+        self._sock: socket.socket | None = None  # its socket, non-blocking, unless TLS
         self._keys: dict[str, bytes] = {}  # worker thread -> its process's journal
         # (key, row id, entry); an entry of None drops the ids (space-separated).
         self._buffer: list[tuple[bytes, bytes, bytes | None]] = []
@@ -196,6 +200,11 @@ class ResultJournal:
                 # the process dies: the kernel closes the socket in order.
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 0)
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_CORK, 1)
+            if isinstance(sock, socket.socket) and not isinstance(sock, ssl.SSLSocket):
+                # Only ever written (replies are off): non-blocking, a send is one
+                # system call where a socket with a timeout polls before each.
+                sock.setblocking(False)
+                self._sock = sock
             self._conn = conn
         return self._conn
 
@@ -215,7 +224,11 @@ class ResultJournal:
         if time.monotonic() < self._retry_at:
             return False  # Redis failed a moment ago: no connect timeout per message
         try:
-            self._connection().send_packed_command([data], check_health=False)
+            conn = self._connection()
+            if self._sock is not None:
+                _send_all(self._sock, data)
+            else:
+                conn.send_packed_command([data], check_health=False)
         except (redis.RedisError, OSError) as exc:
             self._drop()
             self._retry_at = time.monotonic() + _RETRY_SECONDS
@@ -226,7 +239,7 @@ class ResultJournal:
         return True
 
     def _drop(self) -> None:
-        conn, self._conn = self._conn, None
+        conn, self._conn, self._sock = self._conn, None, None
         if conn is not None:
             with contextlib.suppress(Exception):
                 conn.disconnect()
@@ -254,16 +267,17 @@ class ResultJournal:
             self.flush(ticket)
         return bool(ticket.sent)
 
-    def clear(self, worker: str, ids: Sequence[int]) -> None:
-        """Drop these results of a thread's once they are in Postgres. Sent at
-        once (with whatever other threads have buffered), so an idle worker
-        leaves no journal; lost with Redis, it is harmless: an entry outliving
-        its result is stale, and never applied."""
+    def clear(self, worker: str, ids: Sequence[int], *, others_sending: bool = False) -> None:
+        """Drop these results of a thread's once they are in Postgres. While
+        ``others_sending``, the next thread's send carries the drop; else it is
+        sent at once, so an idle worker leaves no journal. Lost with Redis, it is
+        harmless: an entry outliving its result is stale, and never applied."""
         if ids:
             dropped = b" ".join(b"%d" % i for i in ids)
             with self._buffer_lock:
                 self._buffer.append((self._key(worker), dropped, None))
-            self.flush()
+            if not others_sending:
+                self.flush()
 
     def close(self) -> None:
         self.flush()
@@ -329,6 +343,22 @@ class ResultJournal:
         if processes:
             with contextlib.suppress(redis.RedisError):  # tried again at the next sweep
                 self._client().delete(*(journal_key(self.namespace, p) for p in processes))
+
+
+def _send_all(sock: socket.socket, data: bytes) -> None:
+    """``data`` to a non-blocking socket; waits for room (at most ``_SEND_SECONDS``
+    each time) only when the kernel's buffer is full, which Redis keeps rare."""
+    view = memoryview(data)
+    try:
+        sent = sock.send(view)
+    except BlockingIOError:
+        sent = 0
+    while sent < len(view):
+        _, writable, _ = select.select([], [sock], [], _SEND_SECONDS)
+        if not writable:
+            raise TimeoutError(f"Redis took nothing for {_SEND_SECONDS:.0f} s")
+        with contextlib.suppress(BlockingIOError):
+            sent += sock.send(view[sent:])
 
 
 @dataclass(frozen=True, slots=True)

@@ -2,23 +2,25 @@
 
 A worker thread hands each result over the moment its reply arrives
 (:meth:`ResultWriter.submit`); it has already journaled it in Redis
-(:mod:`outbox.delivery.journal`), so it goes on to its next message at once.
-One writer thread per process writes what has been handed over in one
-statement (:func:`outbox.db.store.record_results`, and
-:func:`outbox.db.store.return_unattempted` for rows handed back). A group
-gathers for at most ``gather_seconds`` or ``group_size`` results, and goes at
-once when a thread waits for one of its results (:meth:`ResultWriter.wait`):
-at the end of its batch, or before its next end-of-data dot when its result
-could not be journaled. Each statement and commit costs Postgres far more
-than a result in it, so groups keep that cost near what one write per batch
-cost, while a result reaches Postgres within milliseconds.
+(:mod:`outbox.delivery.journal`), which is what a kill -9 is recovered from,
+so it goes on to its next message at once. Results reach Postgres when a
+thread waits for one of its own (:meth:`ResultWriter.wait`): at the end of
+its batch, or before its next end-of-data dot when its result could not be
+journaled. The waiting thread writes everything handed over by then, its
+own results and the other threads', in one statement
+(:func:`outbox.db.store.record_entries`, and
+:func:`outbox.db.store.return_unattempted` for rows handed back); a thread
+that comes while another writes waits for that write, which may carry its
+results. There is no writer thread: in a process whose threads contend for
+the interpreter lock, one more thread waking per group cost more than the
+statements it saved, and a batch's end is where its results are needed.
 
-While Postgres is away the writer keeps the results and tries again (the rows
-stay ``sending``, held by this live process, and are not swept); it says so
-once, and once when it could write again. A statement that fails for its own
-content, not for the connection, is split so one bad result cannot hold up
-the others, and a result Postgres refuses even alone is recorded without its
-reply.
+While Postgres is away the waiting thread keeps the results and tries again
+(the rows stay ``sending``, held by this live process, and are not swept); it
+says so once, and once when it could write again. A statement that fails for
+its own content, not for the connection, is split so one bad result cannot
+hold up the others, and a result Postgres refuses even alone is recorded
+without its reply.
 """
 
 from __future__ import annotations
@@ -37,9 +39,6 @@ from outbox.telemetry.outages import DownOnce
 log = logging.getLogger(__name__)
 
 _RETRY_DELAYS = (0.1, 0.2, 0.5, 1.0)  # then every second until Postgres answers
-# A group of journaled results waits this long for others to join it, at most.
-GATHER_SECONDS = 0.02
-GROUP_SIZE = 64
 
 
 class Pending:
@@ -79,26 +78,14 @@ class Pending:
 
 
 class ResultWriter:
-    def __init__(
-        self,
-        connect: Callable[[], store.Conn],
-        *,
-        max_age_seconds: float,
-        gather_seconds: float = GATHER_SECONDS,
-        group_size: int = GROUP_SIZE,
-    ) -> None:
+    def __init__(self, connect: Callable[[], store.Conn], *, max_age_seconds: float) -> None:
         self._connect = connect  # an autocommit connection of the writer's own
         self._conn: store.Conn | None = None
         self.max_age_seconds = max_age_seconds
-        self.gather_seconds = gather_seconds
-        self.group_size = group_size
         self._items: list[Pending] = []
-        self._waiting = 0  # threads blocked in wait(): their group goes at once
-        self._stopping = False  # stop(): write what is held, then the thread ends
+        self._writing = False  # a thread is writing a group on the connection
         self._lock = threading.Lock()
-        self._cond = threading.Condition(self._lock)  # the writer thread waits for work
-        self._finished = threading.Condition(self._lock)  # waiters, for their results
-        self._thread: threading.Thread | None = None
+        self._finished = threading.Condition(self._lock)  # a group was written
         self.postgres = DownOnce(log, "Postgres (recording results)")
 
     def submit(
@@ -108,21 +95,16 @@ class ResultWriter:
         entry: bytes | None = None,
     ) -> Pending:
         """Hand a result over (an attempt with its :func:`~outbox.db.store.result_entry`
-        if it has one); the writer thread writes it at once, or with the next write."""
+        if it has one); it is written by the next thread that waits for a result."""
         item = Pending(worker, result, entry)
-        with self._cond:
+        with self._lock:
             self._items.append(item)
-            if self._thread is None:
-                self._thread = threading.Thread(
-                    target=self._run, name="outbox-result-writer", daemon=True
-                )
-                self._thread.start()
-            # Only a change the writer acts on wakes it: a first result to gather
-            # for, or a full group. Waking it for every result would cost a thread
-            # switch, and the interpreter lock, per message.
-            if len(self._items) == 1 or len(self._items) >= self.group_size:
-                self._cond.notify()
         return item
+
+    def held(self) -> int:
+        """Results handed over and not yet written."""
+        with self._lock:
+            return len(self._items)
 
     def _connection(self) -> store.Conn:
         if self._conn is None or self._conn.closed:
@@ -138,91 +120,81 @@ class ResultWriter:
     def close(self) -> None:
         self._drop()
 
+    def wait(self, done: Pending) -> str | None:
+        """The row's new status once its result is written (None: no longer ours);
+        written by this thread, with everything else handed over, unless another
+        thread's write carries it."""
+        while not done.finished:
+            if not self._write_held(None) and not done.finished:
+                raise RuntimeError("waited for a result this writer was not handed")
+        return done.result()
+
     def stop(self, timeout: float) -> bool:
-        """At a clean stop: write what is held, end the writer thread and close its
-        connection. False if Postgres did not take it all within ``timeout``: the
-        thread goes on trying (the results are journaled, and the sweeper records
-        them from the journal if the process ends first). A result handed over
-        later starts a new thread."""
-        with self._cond:
-            thread, self._stopping = self._thread, True
-            self._cond.notify()
-        if thread is not None:
-            thread.join(timeout)
-        with self._cond:
-            self._stopping = False
-            held = len(self._items)
-            ended = thread is None or not thread.is_alive()
-        if not ended:
-            log.warning("stopping with the results of %d or more rows not yet in Postgres", held)
+        """At a clean stop: write what is held and close the connection. False if
+        Postgres did not take it all within ``timeout``: the results stay held for
+        a later wait or stop (and are journaled: the sweeper records them from the
+        journal if the process ends first)."""
+        deadline = time.monotonic() + timeout
+        try:
+            while self._write_held(deadline):
+                pass
+        except _OutOfTime:
+            log.warning("stopping with the results of %d rows not yet in Postgres", self.held())
             return False
         self._drop()
         return True
 
-    def wait(self, done: Pending) -> str | None:
-        """The row's new status once its result is written (None: no longer ours)."""
-        if not done.finished:
+    def _write_held(self, deadline: float | None) -> bool:
+        """Write what is held, or wait for the write under way (until ``deadline``);
+        False if there was neither."""
+        with self._lock:
+            if self._writing:
+                left = None if deadline is None else deadline - time.monotonic()
+                if (left is not None and left <= 0) or not self._finished.wait(left):
+                    raise _OutOfTime
+                return True
+            if not self._items:
+                return False
+            batch, self._items = self._items, []
+            self._writing = True
+        try:
+            self._write_all(batch, deadline)
+        except _OutOfTime:
+            with self._lock:  # not written in time: held again, in order, for the next try
+                self._items[:0] = [item for item in batch if not item.finished]
+            raise
+        except Exception as exc:  # a defect: the batches waiting fail loudly, not hang
+            log.exception("recording the results of %d rows failed", len(batch))
+            error = StoreError(f"recording results failed: {exc!r}")
+            for item in batch:
+                if not item.finished:
+                    self._finish(item, None, error)
+        finally:
             with self._lock:
-                self._waiting += 1
-                self._cond.notify()
-                try:
-                    while not done.finished:
-                        self._finished.wait()
-                finally:
-                    self._waiting -= 1
-        return done.result()
+                self._writing = False
+                self._finished.notify_all()
+        return True
 
     def _finish(self, item: Pending, status: str | None, error: StoreError | None = None) -> None:
         item.status, item.error = status, error
         item.finished = True  # waiters look under the lock, woken after each write
 
-    def _run(self) -> None:
-        while True:
-            with self._cond:
-                while not self._items:
-                    if self._stopping:
-                        # Under the lock with nothing held: a result handed over
-                        # from now on finds no thread and starts one.
-                        self._thread = None
-                        return
-                    self._cond.wait()
-                deadline = time.monotonic() + self.gather_seconds
-                while (
-                    not self._waiting and not self._stopping and len(self._items) < self.group_size
-                ):
-                    left = deadline - time.monotonic()
-                    if left <= 0:
-                        break
-                    self._cond.wait(left)
-                batch, self._items = self._items, []
-            try:
-                self._write_all(batch)
-            except Exception as exc:  # a defect: the batches waiting fail loudly, not hang
-                log.exception("recording the results of %d rows failed", len(batch))
-                error = StoreError(f"recording results failed: {exc!r}")
-                for item in batch:
-                    if not item.finished:
-                        self._finish(item, None, error)
-            finally:
-                with self._lock:
-                    self._finished.notify_all()
-
-    def _write_all(self, batch: Sequence[Pending]) -> None:
+    def _write_all(self, batch: Sequence[Pending], deadline: float | None) -> None:
         if not batch:
             return
         try:
-            self._write(batch)
+            self._write(batch, deadline)
         except StoreError as exc:
             if len(batch) > 1:
                 # This statement's own fault: one result in it, most likely; the
                 # others are written without it, each half on its own.
                 half = len(batch) // 2
-                self._write_all(batch[:half])
-                self._write_all(batch[half:])
+                self._write_all(batch[:half], deadline)
+                self._write_all(batch[half:], deadline)
                 return
-            self._write_plain(batch[0], exc)
+            self._write_plain(batch[0], exc, deadline)
 
-    def _write_plain(self, item: Pending, exc: StoreError) -> None:
+    def _write_plain(self, item: Pending, exc: StoreError, deadline: float | None) -> None:
         """A result Postgres refused even alone: its state, without the reply's text."""
         log.error(
             "result of email %s refused by Postgres (%s); recorded without its reply",
@@ -244,17 +216,16 @@ class ResultWriter:
             plain = dataclasses.replace(result, reason="handed back; reason not storable")
         stand_in = Pending(item.worker, plain)
         try:
-            self._write([stand_in])
+            self._write([stand_in], deadline)
             self._finish(item, stand_in.status)
         except StoreError as again:
             self._finish(item, None, again)  # the row stays held; its batch fails loudly
 
-    def _write(self, batch: Sequence[Pending]) -> None:
-        """One write, tried again while the connection (not the statement) fails."""
-        records = [i for i in batch if isinstance(i.record, store.AttemptRecord)]
-        returned = [i.record for i in batch if isinstance(i.record, store.Unattempted)]
-        kept: set[int] = set()
-        statuses: dict[int, str] = {}
+    def _write(self, batch: Sequence[Pending], deadline: float | None) -> None:
+        """One write, tried again while the connection (not the statement) fails;
+        each part's results are finished as soon as that part is written."""
+        records = [(i, i.record) for i in batch if isinstance(i.record, store.AttemptRecord)]
+        returned = [(i, i.record) for i in batch if isinstance(i.record, store.Unattempted)]
         tries = 0
         while records or returned:
             try:
@@ -265,15 +236,18 @@ class ResultWriter:
                     if records:
                         kept = store.record_entries(
                             conn,
-                            [_entry(i) for i in records],
-                            [i.record.id for i in records],
-                            refused=any(_suppresses(i) for i in records),
+                            [_entry(i, r) for i, r in records],
+                            [r.id for _, r in records],
+                            refused=any(r.suppress for _, r in records),
                         )
+                        self._recorded(records, kept)
                         records = []
                     if returned:
                         statuses = store.return_unattempted(
-                            conn, returned, max_age_seconds=self.max_age_seconds
+                            conn, [r for _, r in returned], max_age_seconds=self.max_age_seconds
                         )
+                        for item, r in returned:
+                            self._finish(item, statuses.get(r.id))
                         returned = []
                 except StoreError as exc:
                     if not store.connection_lost(exc, conn):
@@ -286,29 +260,29 @@ class ResultWriter:
                 self.postgres.failed(exc, waiting=f"results of {len(batch)} rows held")
                 delay = _RETRY_DELAYS[min(tries, len(_RETRY_DELAYS) - 1)]
                 tries += 1
+                if deadline is not None and time.monotonic() + delay > deadline:
+                    raise _OutOfTime from None
                 time.sleep(delay)
         self.postgres.ok()
-        lost = [i.record.id for i in batch if isinstance(i.record, store.AttemptRecord)]
-        lost = [row_id for row_id in lost if row_id not in kept]
+
+    def _recorded(
+        self, records: Sequence[tuple[Pending, store.AttemptRecord]], kept: set[int]
+    ) -> None:
+        lost = sorted(r.id for _, r in records if r.id not in kept)
         if lost:
-            log.warning("rows %s were swept back while being sent", sorted(lost)[:20])
-        for item in batch:
-            if isinstance(item.record, store.AttemptRecord):
-                status = item.record.status if item.record.id in kept else None
-            else:
-                status = statuses.get(item.record.id)
-            self._finish(item, status)
+            log.warning("rows %s were swept back while being sent", lost[:20])
+        for item, r in records:
+            self._finish(item, r.status if r.id in kept else None)
 
 
-def _entry(item: Pending) -> bytes:
+def _entry(item: Pending, record: store.AttemptRecord) -> bytes:
     if item.entry is None:
-        assert isinstance(item.record, store.AttemptRecord)
-        item.entry = store.result_entry(item.worker, item.record)
+        item.entry = store.result_entry(item.worker, record)
     return item.entry
 
 
-def _suppresses(item: Pending) -> bool:
-    return isinstance(item.record, store.AttemptRecord) and item.record.suppress
+class _OutOfTime(Exception):
+    """A stop's time ran out before Postgres took the results."""
 
 
 class _Refused(Exception):

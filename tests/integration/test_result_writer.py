@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 import pytest
 
@@ -50,9 +50,26 @@ def _sent(
     )
 
 
+_OPEN: list[ResultWriter] = []
+
+
+def _writer(settings: Settings, connect_to: Callable[[], store.Conn]) -> ResultWriter:
+    """A writer whose connection the test closes, whatever the test leaves held."""
+    writer = ResultWriter(connect_to, max_age_seconds=settings.max_age_seconds)
+    _OPEN.append(writer)
+    return writer
+
+
+@pytest.fixture(autouse=True)
+def _writers_closed() -> Iterator[None]:
+    yield
+    while _OPEN:
+        _OPEN.pop().close()
+
+
 def test_results_of_many_threads_are_all_written(settings: Settings) -> None:
     with pool(settings) as conn_pool:
-        writer = ResultWriter(connect(settings), max_age_seconds=settings.max_age_seconds)
+        writer = _writer(settings, connect(settings))
         workers = [f"w{n}" for n in range(4)]
         ids = add_newsletter(settings, 40)
         with conn_pool.connection() as conn:
@@ -81,7 +98,7 @@ def test_results_of_many_threads_are_all_written(settings: Settings) -> None:
 def test_a_result_postgres_refuses_does_not_hold_up_the_others(settings: Settings) -> None:
     with pool(settings) as conn_pool:
         good, bad, other = _taken(settings, conn_pool, 3, "w1")
-        writer = ResultWriter(connect(settings), max_age_seconds=settings.max_age_seconds)
+        writer = _writer(settings, connect(settings))
         # A reply code beyond Postgres's integer range: the statement fails on its content.
         futures = [
             writer.submit("w1", _sent(good)),
@@ -108,7 +125,7 @@ def test_a_result_postgres_refuses_does_not_hold_up_the_others(settings: Setting
 def test_a_row_no_longer_held_is_reported_as_not_ours(settings: Settings) -> None:
     with pool(settings) as conn_pool:
         (row_id,) = _taken(settings, conn_pool, 1, "w1")
-        writer = ResultWriter(connect(settings), max_age_seconds=settings.max_age_seconds)
+        writer = _writer(settings, connect(settings))
         # Another worker's result for the row: the row is not its to finish.
         assert writer.wait(writer.submit("w2", _sent(row_id))) is None
     assert query(settings, "SELECT status FROM email_outbox") == [("sending",)]
@@ -128,7 +145,7 @@ def test_a_group_with_a_refused_recipient_records_every_result_and_suppresses_on
         provider_message_id=None,
         suppress=True,
     )
-    writer = ResultWriter(connect(settings), max_age_seconds=settings.max_age_seconds)
+    writer = _writer(settings, connect(settings))
     try:
         done = [writer.submit("w3", refused), writer.submit("w3", _sent(fine))]
         assert [writer.wait(d) for d in done] == ["failed", "sent"]
@@ -147,45 +164,75 @@ def test_a_defect_in_writing_fails_the_waiting_threads_instead_of_hanging_them(
     def broken() -> store.Conn:
         raise RuntimeError("not a database error")  # a defect, not an outage
 
-    writer = ResultWriter(broken, max_age_seconds=settings.max_age_seconds)
+    writer = _writer(settings, broken)
     first = writer.submit("w5", _sent(1))
     with pytest.raises(StoreError, match="recording results failed"):
         writer.wait(first)
-    # The writer thread is still there for the next results.
+    # The writer still takes the next results.
     with pytest.raises(StoreError, match="recording results failed"):
         writer.wait(writer.submit("w5", _sent(2)))
 
 
-def test_a_result_waited_for_is_written_at_once_not_after_the_gathering(
+def test_a_wait_writes_every_thread_result_held_in_one_statement(settings: Settings) -> None:
+    with pool(settings) as conn_pool:
+        add_newsletter(settings, 4)
+        with conn_pool.connection() as conn:
+            claimed = [c.id for c in store.claim_due(conn, priority="bulk", limit=4, relay="r")]
+            mine, theirs = claimed[:2], claimed[2:]
+            store.take_for_sending(conn, mine, "w6a")
+            store.take_for_sending(conn, theirs, "w6b")
+        writer = _writer(settings, connect(settings))
+        handles = [writer.submit("w6a", _sent(i)) for i in mine]
+        others = [writer.submit("w6b", _sent(i)) for i in theirs]
+        assert not any(h.done() for h in handles + others)  # held until a thread waits
+        assert writer.held() == 4
+        assert writer.wait(handles[-1]) == "sent"
+        assert all(h.done() and h.result() == "sent" for h in handles + others)
+        assert writer.held() == 0
+    rows = query(settings, "SELECT count(*) FROM email_outbox WHERE status = 'sent'")
+    assert rows == [(4,)]
+
+
+def test_a_thread_waiting_while_another_writes_is_carried_by_that_write(
     settings: Settings,
 ) -> None:
     with pool(settings) as conn_pool:
-        (row_id,) = _taken(settings, conn_pool, 1, "w6")
-        # A gathering time no test could wait out: only the waiter's wake-up writes it.
-        writer = ResultWriter(
-            connect(settings), max_age_seconds=settings.max_age_seconds, gather_seconds=3600
-        )
-        done = writer.submit("w6", _sent(row_id))
-        assert not done.done()
-        assert writer.wait(done) == "sent"
-        assert done.done()
+        first, second = _taken(settings, conn_pool, 2, "w6c")
+        gate = threading.Event()
+        connected = threading.Event()
+
+        def slow_connect() -> store.Conn:
+            connected.set()
+            gate.wait(10)  # the first thread's write holds here, its group taken
+            return connect(settings)()
+
+        writer = _writer(settings, slow_connect)
+        a = writer.submit("w6c", _sent(first))
+        b = writer.submit("w6c", _sent(second))
+        writing = threading.Thread(target=writer.wait, args=(a,))
+        writing.start()
+        assert connected.wait(10)
+        waited: list[str | None] = []
+        waiter = threading.Thread(target=lambda: waited.append(writer.wait(b)))
+        waiter.start()
+        waiter.join(0.2)
+        assert waiter.is_alive()  # it waits for the write under way, which holds b too
+        gate.set()
+        writing.join(10)
+        waiter.join(10)
+        assert waited == ["sent"]
+        assert a.result() == "sent"
+    assert query(settings, "SELECT count(*) FROM email_attempt") == [(2,)]
 
 
-def test_stop_writes_what_is_held_and_ends_the_thread(settings: Settings) -> None:
+def test_stop_writes_what_is_held_and_closes_the_connection(settings: Settings) -> None:
     with pool(settings) as conn_pool:
         ids = _taken(settings, conn_pool, 3, "w7")
-        # Nothing waits for these and the gathering outlasts the test: only stop writes them.
-        writer = ResultWriter(
-            connect(settings), max_age_seconds=settings.max_age_seconds, gather_seconds=3600
-        )
-        handles = [writer.submit("w7", _sent(row_id)) for row_id in ids]
-        thread = writer._thread
-        assert thread is not None
-        assert thread.is_alive()
+        writer = _writer(settings, connect(settings))
+        handles = [writer.submit("w7", _sent(row_id)) for row_id in ids]  # nobody waits
         assert writer.stop(timeout=10) is True
-        assert not thread.is_alive()
         assert all(h.done() and h.result() == "sent" for h in handles)
-        assert writer._conn is None  # its connection closed with it
+        assert writer._conn is None  # its connection closed
     rows = query(settings, "SELECT count(*) FROM email_outbox WHERE status = 'sent'")
     assert rows == [(3,)]
 
@@ -193,11 +240,11 @@ def test_stop_writes_what_is_held_and_ends_the_thread(settings: Settings) -> Non
 def test_a_result_handed_over_after_stop_is_still_written(settings: Settings) -> None:
     with pool(settings) as conn_pool:
         first, second = _taken(settings, conn_pool, 2, "w8")
-        writer = ResultWriter(connect(settings), max_age_seconds=settings.max_age_seconds)
+        writer = _writer(settings, connect(settings))
         assert writer.wait(writer.submit("w8", _sent(first))) == "sent"
         assert writer.stop(timeout=10) is True
         assert writer.stop(timeout=10) is True  # a second stop has nothing to do
-        assert writer.wait(writer.submit("w8", _sent(second))) == "sent"  # a new thread
+        assert writer.wait(writer.submit("w8", _sent(second))) == "sent"  # a new connection
         assert writer.stop(timeout=10) is True
 
 
@@ -212,10 +259,10 @@ def test_stop_while_postgres_refuses_connections_keeps_the_results(settings: Set
                 raise StoreError("connection refused (Postgres is down)")
             return connect(settings)()
 
-        writer = ResultWriter(connect_unless_down, max_age_seconds=settings.max_age_seconds)
+        writer = _writer(settings, connect_unless_down)
         done = writer.submit("w9", _sent(row_id))
         assert writer.stop(timeout=0.5) is False  # not written: said so, not dropped
         assert not done.done()
-        down.clear()  # Postgres is back: the thread that went on trying writes it
+        down.clear()  # Postgres is back: the next wait writes what stop could not
         assert writer.wait(done) == "sent"
         assert writer.stop(timeout=10) is True
