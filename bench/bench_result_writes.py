@@ -3,9 +3,9 @@
 A kill -9 of a bulk worker used to resend up to a whole batch (25 rows) per
 thread, because a batch's results were written in one statement after all its
 sends. Now each result is journaled in Redis the moment its reply arrives
-(one command handed to the kernel, no reply awaited) and handed to the
-process's writer, which records results in Postgres in groups; the sweeper
-records a dead process's journal instead of resending it. This drains the
+(one command handed to the kernel, no reply awaited), and the sweeper
+records a dead process's journal instead of resending it; at a batch's end
+its thread records in Postgres every result the process holds by then. This drains the
 same newsletter with 8 threads in this process, alternating rounds of the old
 way (the same delivery, results written once per batch, nothing journaled)
 and the new one, in pairs run back to back (each pair's order in turn), and

@@ -346,6 +346,7 @@ def provider_harness(settings: Settings, transport: Transport) -> Iterator[Harne
         try:
             yield h
         finally:
+            h.delivery.close()  # its results in Postgres, its connections closed
             transport.close()
 
 
