@@ -32,7 +32,7 @@ import psycopg
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from run import LOGIN, NEWS, database, machine, settings_for
+from run import LOGIN, NEWS, database, forget_namespaces, machine, settings_for
 
 from outbox import enqueue, enqueue_many
 from outbox.config import Settings
@@ -219,8 +219,11 @@ def main() -> int:
     parser.add_argument("--throttle-seconds", type=float, default=40.0)
     args = parser.parse_args()
     print(machine())
-    bench_limits(args.scale, args.logins)
-    bench_throttle(args.throttle_seconds)
+    try:
+        bench_limits(args.scale, args.logins)
+        bench_throttle(args.throttle_seconds)
+    finally:
+        forget_namespaces()
     return 0
 
 

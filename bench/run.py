@@ -46,6 +46,7 @@ from outbox.config import Settings
 from outbox.db import store
 from outbox.delivery.deliver import Delivery
 from outbox.testing.pipeline import Pipeline
+from outbox.testing.redis_keys import drop_namespace
 from outbox.testing.sink import SmtpSink
 from outbox.transports.smtp import SmtpConfig, SmtpTransport
 
@@ -122,8 +123,11 @@ BROKERS = {"redis": "", "rabbitmq": "amqp://guest:guest@127.0.0.1:5672/%2F"}
 BROKER = {"url": ""}
 
 
+USED: list[Settings] = []  # each run's own namespace, emptied from Redis at the end
+
+
 def settings_for(url: str, smtp_url: str, **overrides: Any) -> Settings:
-    return Settings(
+    settings = Settings(
         database_url=url,
         redis_url=REDIS_URL,
         broker_url=BROKER["url"],
@@ -131,6 +135,17 @@ def settings_for(url: str, smtp_url: str, **overrides: Any) -> Settings:
         namespace=f"bench-{uuid.uuid4().hex[:8]}",
         **overrides,
     )
+    USED.append(settings)
+    return settings
+
+
+def forget_namespaces() -> None:
+    """Delete the Redis keys of every namespace this run used (heartbeats,
+    queues, the relay's epoch), as each database is dropped."""
+    while USED:
+        settings = USED.pop()
+        for pattern in drop_namespace(settings, settings.namespace):
+            print(f"keys left in Redis: {pattern}", file=sys.stderr)
 
 
 def newsletter(n: int, prefix: str = "nl") -> Iterator[dict[str, Any]]:
@@ -522,6 +537,13 @@ def main() -> int:
     wanted = set(args.only or ["raw", "e2e", "latency", "enqueue", "claim"])
     about = machine()
     print(about)
+    try:
+        return _run(args, wanted, bulk, about)
+    finally:
+        forget_namespaces()
+
+
+def _run(args: argparse.Namespace, wanted: set[str], bulk: tuple[int, ...], about: str) -> int:
     with smtp_sink() as (smtp_url, sink_kind):
         print(f"sink: {sink_kind}")
         raw = bench_raw_smtp(smtp_url, 20_000) if "raw" in wanted or "e2e" in wanted else None

@@ -19,14 +19,12 @@ import os
 import time
 import uuid
 
-import redis
-
-from outbox.broker import broker_kind, redis_namespace
 from outbox.config import Settings
 from outbox.db import store
 from outbox.db.sql import use_schema
 from outbox.intake import enqueue, enqueue_many
 from outbox.testing.pipeline import Pipeline
+from outbox.testing.redis_keys import drop_namespace
 from outbox.testing.sink import SmtpSink
 
 TERMINAL = {"sent", "failed", "dead", "held"}
@@ -52,22 +50,9 @@ def run_demo(settings: Settings, *, newsletter: int, timeout: float, keep: bool 
 
 
 def _drop_keys(settings: Settings, run: str) -> None:
-    """Delete the run's keys from Redis: its namespace (``run``, and the broker's
-    prefix for it) is its own, so nothing else is touched."""
-    urls = {settings.redis_url}
-    if broker_kind(settings.broker) == "redis":
-        urls.add(settings.broker)
-    for url in sorted(urls):
-        client = redis.Redis.from_url(url, socket_timeout=5, socket_connect_timeout=5)
-        try:
-            for pattern in (f"{run}:*", f"{redis_namespace(run)}:*"):
-                keys = list(client.scan_iter(match=pattern, count=500))
-                if keys:
-                    client.delete(*keys)
-        except redis.RedisError as exc:
-            print(f"the demo's keys in Redis were left ({type(exc).__name__}): {pattern}")
-        finally:
-            client.close()
+    """Delete the run's keys from Redis: its namespace is its own."""
+    for pattern in drop_namespace(settings, run):
+        print(f"the demo's keys in Redis were left: {pattern}")
 
 
 def _next_steps(login_message_id: str | None, schema: str, *, kept: bool) -> None:

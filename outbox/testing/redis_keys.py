@@ -1,0 +1,31 @@
+"""Deleting a namespace's keys from Redis, for runs that own their namespace
+(the demo, the benchmarks): nothing outside it is touched."""
+
+from __future__ import annotations
+
+import redis
+
+from outbox.broker import broker_kind, redis_namespace
+from outbox.config import Settings
+
+
+def drop_namespace(settings: Settings, namespace: str) -> list[str]:
+    """Delete ``namespace``'s keys and the broker's (``redis_namespace``) from
+    Redis and, when it is Redis, the broker; the patterns left, with why."""
+    urls = {settings.redis_url}
+    if broker_kind(settings.broker) == "redis":
+        urls.add(settings.broker)
+    left: list[str] = []
+    for url in sorted(urls):
+        client = redis.Redis.from_url(url, socket_timeout=5, socket_connect_timeout=5)
+        try:
+            for pattern in (f"{namespace}:*", f"{redis_namespace(namespace)}:*"):
+                try:
+                    keys = list(client.scan_iter(match=pattern, count=500))
+                    if keys:
+                        client.delete(*keys)
+                except redis.RedisError as exc:
+                    left.append(f"{pattern} ({type(exc).__name__})")
+        finally:
+            client.close()
+    return left
