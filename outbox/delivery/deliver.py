@@ -19,7 +19,6 @@ from collections.abc import Callable, Sequence
 from email.utils import parseaddr
 from typing import Any
 
-import orjson
 from opentelemetry import trace
 from opentelemetry.trace import Link, Span, SpanKind, StatusCode
 from opentelemetry.trace import Status as TraceStatus
@@ -28,7 +27,7 @@ from outbox.config import Settings
 from outbox.db import store
 from outbox.delivery.breaker import Gate
 from outbox.delivery.classify import classify_reply, refuses_address
-from outbox.delivery.journal import ResultJournal, Ticket, encode
+from outbox.delivery.journal import ResultJournal, Ticket, journal_entry
 from outbox.delivery.outage import SharedBreaker, describe_failure, is_path_failure
 from outbox.delivery.retry import RetryPolicy, decide
 from outbox.delivery.writer import Pending, ResultWriter
@@ -513,15 +512,6 @@ class _Running:
     def __exit__(self, *exc: object) -> None:
         with self._lock:
             self.count -= 1
-
-
-def journal_entry(worker: str, record: store.AttemptRecord) -> bytes | None:
-    """The result as the journal keeps it and Postgres records it; None if it
-    cannot be JSON even made storable (then it goes to Postgres alone, first)."""
-    try:
-        return encode(worker, record)
-    except orjson.JSONEncodeError:
-        return None
 
 
 def _each_recipient(reply: Reply) -> list[dict[str, Any]]:

@@ -85,6 +85,15 @@ def encode(worker: str, record: store.AttemptRecord) -> bytes:
     return store.result_entry(worker, record)
 
 
+def journal_entry(worker: str, record: store.AttemptRecord) -> bytes | None:
+    """The result as the journal keeps it and Postgres records it; None if it
+    cannot be JSON even made storable (then it goes to Postgres alone, first)."""
+    try:
+        return encode(worker, record)
+    except orjson.JSONEncodeError:
+        return None
+
+
 def decode(raw: bytes) -> tuple[str, store.AttemptRecord] | None:
     """A journaled (worker thread, result), or None for one this version cannot read.
 
@@ -246,11 +255,8 @@ class ResultJournal:
 
     def record(self, worker: str, record: store.AttemptRecord) -> Ticket:
         """Buffer one result for Redis; :meth:`ensure` it before the thread sends again."""
-        try:
-            entry = encode(worker, record)
-        except orjson.JSONEncodeError:
-            return _LOST  # not JSON even made storable: Postgres first, where it is split out
-        return self.add(worker, record.id, entry)
+        entry = journal_entry(worker, record)
+        return _LOST if entry is None else self.add(worker, record.id, entry)
 
     def add(self, worker: str, row_id: int, entry: bytes) -> Ticket:
         """Buffer one result already encoded (:func:`encode`), as :meth:`record` does."""

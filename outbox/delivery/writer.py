@@ -180,6 +180,8 @@ class ResultWriter:
         item.finished = True  # waiters look under the lock, woken after each write
 
     def _write_all(self, batch: Sequence[Pending], deadline: float | None) -> None:
+        # A part _write finished before the other part was refused is not written twice.
+        batch = [item for item in batch if not item.finished]
         if not batch:
             return
         try:

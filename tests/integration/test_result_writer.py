@@ -266,3 +266,17 @@ def test_stop_while_postgres_refuses_connections_keeps_the_results(settings: Set
         down.clear()  # Postgres is back: the next wait writes what stop could not
         assert writer.wait(done) == "sent"
         assert writer.stop(timeout=10) is True
+
+
+def test_results_written_before_a_refused_hand_back_are_not_written_again(
+    settings: Settings,
+) -> None:
+    with pool(settings) as conn_pool:
+        sent, handed_back = _taken(settings, conn_pool, 2, "w10")
+        writer = _writer(settings, connect(settings))
+        attempt = writer.submit("w10", _sent(sent))
+        # jsonb refuses \u0000: the hand-back's statement fails after the attempts' one.
+        back = writer.submit("w10", store.Unattempted(handed_back, "w10", "path down \x00", 0.0))
+        assert writer.wait(back) == "pending"  # recorded without its reason
+        assert attempt.result() == "sent"
+    assert query(settings, "SELECT count(*) FROM email_attempt") == [(1,)]
