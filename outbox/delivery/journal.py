@@ -34,7 +34,6 @@ from __future__ import annotations
 import contextlib
 import functools
 import logging
-import select
 import socket
 import ssl
 import threading
@@ -49,6 +48,7 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 from outbox.db import store
+from outbox.delivery import locked_send
 from outbox.telemetry.outages import DownOnce
 
 log = logging.getLogger(__name__)
@@ -211,7 +211,8 @@ class ResultJournal:
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_CORK, 1)
             if isinstance(sock, socket.socket) and not isinstance(sock, ssl.SSLSocket):
                 # Only ever written (replies are off): non-blocking, a send is one
-                # system call where a socket with a timeout polls before each.
+                # system call where a socket with a timeout polls before each, and
+                # it keeps the interpreter lock (outbox.delivery.locked_send).
                 sock.setblocking(False)
                 self._sock = sock
             self._conn = conn
@@ -235,7 +236,7 @@ class ResultJournal:
         try:
             conn = self._connection()
             if self._sock is not None:
-                _send_all(self._sock, data)
+                locked_send.send_all(self._sock, data, timeout=_SEND_SECONDS)
             else:
                 conn.send_packed_command([data], check_health=False)
         except (redis.RedisError, OSError) as exc:
@@ -349,22 +350,6 @@ class ResultJournal:
         if processes:
             with contextlib.suppress(redis.RedisError):  # tried again at the next sweep
                 self._client().delete(*(journal_key(self.namespace, p) for p in processes))
-
-
-def _send_all(sock: socket.socket, data: bytes) -> None:
-    """``data`` to a non-blocking socket; waits for room (at most ``_SEND_SECONDS``
-    each time) only when the kernel's buffer is full, which Redis keeps rare."""
-    view = memoryview(data)
-    try:
-        sent = sock.send(view)
-    except BlockingIOError:
-        sent = 0
-    while sent < len(view):
-        _, writable, _ = select.select([], [sock], [], _SEND_SECONDS)
-        if not writable:
-            raise TimeoutError(f"Redis took nothing for {_SEND_SECONDS:.0f} s")
-        with contextlib.suppress(BlockingIOError):
-            sent += sock.send(view[sent:])
 
 
 @dataclass(frozen=True, slots=True)
