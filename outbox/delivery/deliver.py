@@ -27,7 +27,7 @@ from outbox.config import Settings
 from outbox.db import store
 from outbox.delivery.breaker import Gate
 from outbox.delivery.classify import classify_reply, refuses_address
-from outbox.delivery.journal import ResultJournal, Ticket, journal_entry
+from outbox.delivery.journal import ResultJournal, Ticket
 from outbox.delivery.outage import SharedBreaker, describe_failure, is_path_failure
 from outbox.delivery.retry import RetryPolicy, decide
 from outbox.delivery.writer import Pending, ResultWriter
@@ -253,13 +253,12 @@ class Delivery:
                         store.defer_paced(conn, deferred, worker)
 
     def _hand_over(self, worker: str, result: store.AttemptRecord | store.Unattempted) -> _Previous:
-        """Journal a result and hand it to the writer, encoded once: the journal's
-        entry is what Postgres records."""
+        """Hand a result to the writer and journal it: encoded once, when the
+        journal sends it, and Postgres records the same entry."""
+        written = self.writer.submit(worker, result)
         if not isinstance(result, store.AttemptRecord):
-            return _Previous(None, self.writer.submit(worker, result))
-        entry = journal_entry(worker, result)
-        ticket = self.journal.add(worker, result.id, entry) if entry else None
-        return _Previous(ticket, self.writer.submit(worker, result, entry))
+            return _Previous(None, written)
+        return _Previous(self.journal.add(written), written)
 
     def _take(self, ids: Sequence[int], worker: str) -> list[store.OutboxRow]:
         """The rows, once Postgres answers: the broker message stays unacknowledged
@@ -351,7 +350,7 @@ class Delivery:
             before = previous
 
             def recorded() -> None:
-                if before.ticket is not None and self.journal.ensure(before.ticket):
+                if before.ticket is not None and self.journal.ensure(before.ticket, before.written):
                     return
                 started_waiting = time.monotonic()
                 # A previous result Postgres refused is the batch's error, raised

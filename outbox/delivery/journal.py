@@ -40,7 +40,7 @@ import threading
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import orjson
 import redis
@@ -157,6 +157,43 @@ def _expire(key: bytes) -> bytes:
     return resp(b"EXPIRE", key, b"%d" % _KEEP_SECONDS)
 
 
+class Journaled(Protocol):
+    """A result as the journal buffers it (the writer's item): encoded when it is
+    sent, in one loop with the others the send carries, and ``entry`` set then,
+    so the writer records the same bytes. Encoding each result the moment its
+    reply came, amid the interpreter's other work, took 15 µs a result against
+    6 µs in a loop (measured on a drain of 16,000 emails with 8 threads)."""
+
+    @property
+    def worker(self) -> str: ...
+
+    @property
+    def record(self) -> store.AttemptRecord | store.Unattempted: ...
+
+    entry: bytes | None
+
+
+class _Held:
+    """A result journaled on its own (:meth:`ResultJournal.record`), not via a writer."""
+
+    __slots__ = ("entry", "record", "worker")
+
+    def __init__(self, worker: str, record: store.AttemptRecord, entry: bytes) -> None:
+        self.worker = worker
+        self.record = record
+        self.entry: bytes | None = entry
+
+
+class _Drop:
+    """Results of a thread's to drop from its journal (space-separated row ids)."""
+
+    __slots__ = ("ids", "worker")
+
+    def __init__(self, worker: str, ids: bytes) -> None:
+        self.worker = worker
+        self.ids = ids
+
+
 class Ticket:
     """The results buffered between two sends, on their way to Redis: ``sent`` is
     None while they wait in the buffer, then True once they are in the kernel,
@@ -181,8 +218,8 @@ class ResultJournal:
         self._conn: Any = None  # one connection per process, replies off
         self._sock: socket.socket | None = None  # its socket, non-blocking, unless TLS
         self._keys: dict[str, bytes] = {}  # worker thread -> its process's journal
-        # (key, row id, entry); an entry of None drops the ids (space-separated).
-        self._buffer: list[tuple[bytes, bytes, bytes | None]] = []
+        # Results to journal and drops, in order; encoded when they are sent.
+        self._buffer: list[Journaled | _Drop] = []
         self._ticket = Ticket()  # of what the buffer holds now
         self._buffer_lock = threading.Lock()  # taken for a list append, never for I/O
         self._send_lock = threading.Lock()  # one send at a time, in buffer order
@@ -228,7 +265,28 @@ class ResultJournal:
                 buffered, self._buffer = self._buffer, []
                 carried, self._ticket = self._ticket, Ticket()
             if buffered:
-                carried.sent = self._send(commands(buffered))
+                data = commands(self._triples(buffered))
+                carried.sent = self._send(data) if data else True
+
+    def _triples(
+        self, buffered: Sequence[Journaled | _Drop]
+    ) -> list[tuple[bytes, bytes, bytes | None]]:
+        """The buffer as :func:`commands` takes it, each result encoded (once: an
+        item the writer encoded first keeps its entry). A result that cannot be
+        JSON even made storable is left out, its ``entry`` None: its thread
+        waits for Postgres instead (:meth:`ensure`)."""
+        out: list[tuple[bytes, bytes, bytes | None]] = []
+        for item in buffered:
+            if isinstance(item, _Drop):
+                out.append((self._key(item.worker), item.ids, None))
+                continue
+            record = item.record
+            entry = item.entry
+            if entry is None and isinstance(record, store.AttemptRecord):
+                entry = item.entry = journal_entry(item.worker, record)
+            if entry is not None:
+                out.append((self._key(item.worker), b"%d" % record.id, entry))
+        return out
 
     def _send(self, data: bytes) -> bool:
         if time.monotonic() < self._retry_at:
@@ -257,22 +315,24 @@ class ResultJournal:
     def record(self, worker: str, record: store.AttemptRecord) -> Ticket:
         """Buffer one result for Redis; :meth:`ensure` it before the thread sends again."""
         entry = journal_entry(worker, record)
-        return _LOST if entry is None else self.add(worker, record.id, entry)
+        return _LOST if entry is None else self.add(_Held(worker, record, entry))
 
-    def add(self, worker: str, row_id: int, entry: bytes) -> Ticket:
-        """Buffer one result already encoded (:func:`encode`), as :meth:`record` does."""
+    def add(self, item: Journaled) -> Ticket:
+        """Buffer one result (an attempt) for Redis, to be encoded when it is sent;
+        :meth:`ensure` it before the thread sends again."""
         if time.monotonic() < self._retry_at:
             return _LOST
         with self._buffer_lock:
-            self._buffer.append((self._key(worker), b"%d" % row_id, entry))
+            self._buffer.append(item)
             return self._ticket
 
-    def ensure(self, ticket: Ticket) -> bool:
-        """Whether the result is in the kernel on its way to Redis, sending it if
-        no other thread has; False: it is not, and the caller must wait for Postgres."""
+    def ensure(self, ticket: Ticket, item: Journaled | None = None) -> bool:
+        """Whether the result (``item``, added with ``ticket``) is in the kernel on
+        its way to Redis, sending it if no other thread has; False: it is not, and
+        the caller must wait for Postgres."""
         if ticket.sent is None:
             self.flush(ticket)
-        return bool(ticket.sent)
+        return bool(ticket.sent) and (item is None or item.entry is not None)
 
     def clear(self, worker: str, ids: Sequence[int], *, others_sending: bool = False) -> None:
         """Drop these results of a thread's once they are in Postgres. While
@@ -280,9 +340,9 @@ class ResultJournal:
         sent at once, so an idle worker leaves no journal. Lost with Redis, it is
         harmless: an entry outliving its result is stale, and never applied."""
         if ids:
-            dropped = b" ".join(b"%d" % i for i in ids)
+            dropped = _Drop(worker, b" ".join(b"%d" % i for i in ids))
             with self._buffer_lock:
-                self._buffer.append((self._key(worker), dropped, None))
+                self._buffer.append(dropped)
             if not others_sending:
                 self.flush()
 

@@ -53,17 +53,12 @@ class Pending:
 
     __slots__ = ("entry", "error", "finished", "record", "status", "worker")
 
-    def __init__(
-        self,
-        worker: str,
-        result: store.AttemptRecord | store.Unattempted,
-        entry: bytes | None = None,
-    ) -> None:
+    def __init__(self, worker: str, result: store.AttemptRecord | store.Unattempted) -> None:
         self.worker = worker
         self.record = result
-        # An attempt as record_results reads it (store.result_entry): the journal's
-        # entry when it was journaled, so the result is encoded once.
-        self.entry = entry
+        # An attempt as record_results reads it (store.result_entry): set by the
+        # journal when it sends the result, or here when written first; made once.
+        self.entry: bytes | None = None
         self.finished = False
         self.status: str | None = None
         self.error: StoreError | None = None
@@ -88,15 +83,9 @@ class ResultWriter:
         self._finished = threading.Condition(self._lock)  # a group was written
         self.postgres = DownOnce(log, "Postgres (recording results)")
 
-    def submit(
-        self,
-        worker: str,
-        result: store.AttemptRecord | store.Unattempted,
-        entry: bytes | None = None,
-    ) -> Pending:
-        """Hand a result over (an attempt with its :func:`~outbox.db.store.result_entry`
-        if it has one); it is written by the next thread that waits for a result."""
-        item = Pending(worker, result, entry)
+    def submit(self, worker: str, result: store.AttemptRecord | store.Unattempted) -> Pending:
+        """Hand a result over; it is written by the next thread that waits for a result."""
+        item = Pending(worker, result)
         with self._lock:
             self._items.append(item)
         return item

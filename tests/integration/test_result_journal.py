@@ -15,6 +15,7 @@ import redis
 from outbox.config import Settings
 from outbox.db import store
 from outbox.delivery.journal import ResultJournal, decode, journal_key, process_of
+from outbox.delivery.writer import Pending
 from tests.integration.helpers import add_newsletter, harness, pool, query, statuses, wait_until
 from tests.integration.test_result_writer import _sent, _taken
 
@@ -215,4 +216,34 @@ def test_one_send_carries_every_thread_result_waiting_and_a_batch_drops_only_its
 
     journal.clear("h:9:Thread-1", [1])  # thread 1's batch is in Postgres
     journal.close()
+    wait_until(lambda: redis_client.hkeys(key) == [b"2"], 5)
+
+
+def test_a_result_is_encoded_once_when_sent_and_the_writer_records_those_bytes(
+    settings: Settings, redis_client: redis.Redis
+) -> None:
+    journal = ResultJournal(settings.redis_url, settings.namespace)
+    item = Pending("h:8:Thread-1", _sent(1))
+    ticket = journal.add(item)
+    assert item.entry is None  # not encoded while its thread goes on
+    assert journal.ensure(ticket, item)
+    assert item.entry == store.result_entry("h:8:Thread-1", _sent(1))
+    journal.close()
+    key = journal_key(settings.namespace, "h:8")
+    wait_until(lambda: redis_client.hget(key, "1") == item.entry, 5)
+
+
+def test_a_result_json_cannot_hold_is_left_out_and_its_thread_waits_for_postgres(
+    settings: Settings, redis_client: redis.Redis
+) -> None:
+    journal = ResultJournal(settings.redis_url, settings.namespace)
+    unwritable = Pending("h:7:Thread-1", _sent(1, reply_code=2**70))  # no JSON integer
+    fine = Pending("h:7:Thread-2", _sent(2))
+    first, second = journal.add(unwritable), journal.add(fine)
+    assert journal.ensure(second, fine)  # one send for both
+    assert first.sent is True
+    assert journal.ensure(first, unwritable) is False  # not journaled: Postgres first
+    assert unwritable.entry is None
+    journal.close()
+    key = journal_key(settings.namespace, "h:7")
     wait_until(lambda: redis_client.hkeys(key) == [b"2"], 5)
