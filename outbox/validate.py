@@ -14,6 +14,7 @@ from typing import Any
 
 import email_validator
 import orjson
+from email_validator.rfc_constants import CASE_INSENSITIVE_MAILBOX_NAMES
 
 from outbox.errors import (
     HeaderInjection,
@@ -71,6 +72,8 @@ def normalize_address(address: object) -> str:
         # Legal atext, but a mail client shows it decoded: a display trick, not a mailbox.
         raise InvalidAddress("recipient's local part is an RFC 2047 encoded word")
     if at and len(address) <= 254 and len(local) <= 64 and _ASCII_LOCAL.fullmatch(local):
+        if local.lower() in _ROLE_MAILBOXES:
+            local = local.lower()  # as email-validator does: RFC 2142's names know no case
         return f"{local}@{_normalize_domain(domain)}"
     try:
         normalized = email_validator.validate_email(address, check_deliverability=False).normalized
@@ -81,6 +84,9 @@ def normalize_address(address: object) -> str:
             "recipient's local part is over 64 octets (RFC 5321 section 4.5.3.1.1)"
         )
     return normalized
+
+
+_ROLE_MAILBOXES = frozenset(CASE_INSENSITIVE_MAILBOX_NAMES)  # postmaster, abuse, news…
 
 
 @lru_cache(maxsize=4096)

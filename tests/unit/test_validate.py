@@ -88,6 +88,18 @@ def test_non_strings_are_refused() -> None:
 ATEXT = string.ascii_letters + string.digits + "!#$%&'*+/=?^_`{|}~-."
 
 
+@pytest.mark.parametrize("name", ["POSTMASTER", "Abuse", "NEWS", "WebMaster", "info"])
+def test_role_mailboxes_are_stored_in_lower_case_as_email_validator_stores_them(
+    name: str,
+) -> None:
+    """RFC 2142's mailbox names know no case: one spelling, whichever path checks it."""
+    expected = email_validator.validate_email(
+        f"{name}@Example.com", check_deliverability=False
+    ).normalized
+    assert normalize_address(f"{name}@Example.com") == expected == f"{name.lower()}@example.com"
+    assert normalize_address("NEWSDESK@example.com") == "NEWSDESK@example.com"  # not one
+
+
 @given(
     local=st.text(alphabet=ATEXT, min_size=1, max_size=70),
     domain=st.sampled_from(
