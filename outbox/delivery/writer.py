@@ -9,9 +9,11 @@ its batch, or before its next end-of-data dot when its result could not be
 journaled. The waiting thread writes everything handed over by then, its
 own results and the other threads', in one statement
 (:func:`outbox.db.store.record_entries`, and
-:func:`outbox.db.store.return_unattempted` for rows handed back); a thread
-that comes while another writes waits for that write, which may carry its
-results. There is no writer thread: in a process whose threads contend for
+:func:`outbox.db.store.return_unattempted` for rows handed back). A thread
+whose results are in a write under way waits for that write; one whose
+results are still held writes them at once on a connection of its own (up to
+three, opened as they are needed), so a batch's end does not queue behind
+another's commit. There is no writer thread: in a process whose threads contend for
 the interpreter lock, one more thread waking per group cost more than the
 statements it saved, and a batch's end is where its results are needed.
 
@@ -39,6 +41,10 @@ from outbox.telemetry.outages import DownOnce
 log = logging.getLogger(__name__)
 
 _RETRY_DELAYS = (0.1, 0.2, 0.5, 1.0)  # then every second until Postgres answers
+# Writes at once, each on a connection of its own: a write waits for its commit
+# to reach the disk (several ms), and on one connection each batch's end
+# queued behind the others'; Postgres flushes concurrent commits together.
+_CONNECTIONS = 3
 
 
 class Pending:
@@ -51,7 +57,7 @@ class Pending:
     share the writer's condition instead.
     """
 
-    __slots__ = ("entry", "error", "finished", "record", "status", "worker")
+    __slots__ = ("entry", "error", "finished", "record", "status", "taken", "worker")
 
     def __init__(self, worker: str, result: store.AttemptRecord | store.Unattempted) -> None:
         self.worker = worker
@@ -59,6 +65,7 @@ class Pending:
         # An attempt as record_results reads it (store.result_entry): set by the
         # journal when it sends the result, or here when written first; made once.
         self.entry: bytes | None = None
+        self.taken = False  # in a write under way (or written)
         self.finished = False
         self.status: str | None = None
         self.error: StoreError | None = None
@@ -73,12 +80,20 @@ class Pending:
 
 
 class ResultWriter:
-    def __init__(self, connect: Callable[[], store.Conn], *, max_age_seconds: float) -> None:
-        self._connect = connect  # an autocommit connection of the writer's own
-        self._conn: store.Conn | None = None
+    def __init__(
+        self,
+        connect: Callable[[], store.Conn],
+        *,
+        max_age_seconds: float,
+        connections: int = _CONNECTIONS,
+    ) -> None:
+        self._connect = connect  # autocommit connections of the writer's own
         self.max_age_seconds = max_age_seconds
+        self._max_lines = connections
+        self._lines: list[_Line] = []  # every connection opened, to close them at the end
+        self._idle: list[_Line] = []
         self._items: list[Pending] = []
-        self._writing = False  # a thread is writing a group on the connection
+        self._writing = 0  # writes under way, one per connection in use
         self._lock = threading.Lock()
         self._finished = threading.Condition(self._lock)  # a group was written
         self.postgres = DownOnce(log, "Postgres (recording results)")
@@ -95,16 +110,11 @@ class ResultWriter:
         with self._lock:
             return len(self._items)
 
-    def _connection(self) -> store.Conn:
-        if self._conn is None or self._conn.closed:
-            self._conn = self._connect()
-        return self._conn
-
     def _drop(self) -> None:
-        if self._conn is not None:
-            with contextlib.suppress(Exception):
-                self._conn.close()
-            self._conn = None
+        with self._lock:
+            lines, self._lines, self._idle = self._lines, [], []
+        for line in lines:
+            line.drop()
 
     def close(self) -> None:
         self._drop()
@@ -114,12 +124,11 @@ class ResultWriter:
         written by this thread, with everything else handed over, unless another
         thread's write carries it."""
         while not done.finished:
-            if not self._write_held(None) and not done.finished:
-                raise RuntimeError("waited for a result this writer was not handed")
+            self._write_held(None, done)
         return done.result()
 
     def stop(self, timeout: float) -> bool:
-        """At a clean stop: write what is held and close the connection. False if
+        """At a clean stop: write what is held and close the connections. False if
         Postgres did not take it all within ``timeout``: the results stay held for
         a later wait or stop (and are journaled: the sweeper records them from the
         journal if the process ends first)."""
@@ -133,24 +142,37 @@ class ResultWriter:
         self._drop()
         return True
 
-    def _write_held(self, deadline: float | None) -> bool:
-        """Write what is held, or wait for the write under way (until ``deadline``);
-        False if there was neither."""
+    def _write_held(self, deadline: float | None, done: Pending | None = None) -> bool:
+        """Write what is held on a free connection, or wait for a write under way
+        (until ``deadline``): the one carrying ``done``, or any when every
+        connection is busy. False if there was nothing to write or wait for."""
         with self._lock:
-            if self._writing:
+            if done is not None and done.finished:
+                return True
+            in_flight = done is not None and done.taken
+            if self._items and not in_flight and (self._idle or len(self._lines) < self._max_lines):
+                batch, self._items = self._items, []
+                for item in batch:
+                    item.taken = True
+                line = self._idle.pop() if self._idle else self._new_line()
+                self._writing += 1
+            elif self._writing:
                 left = None if deadline is None else deadline - time.monotonic()
                 if (left is not None and left <= 0) or not self._finished.wait(left):
                     raise _OutOfTime
                 return True
-            if not self._items:
+            elif done is not None:
+                raise RuntimeError("waited for a result this writer was not handed")
+            else:
                 return False
-            batch, self._items = self._items, []
-            self._writing = True
         try:
-            self._write_all(batch, deadline)
+            self._write_all(batch, deadline, line)
         except _OutOfTime:
             with self._lock:  # not written in time: held again, in order, for the next try
-                self._items[:0] = [item for item in batch if not item.finished]
+                again = [item for item in batch if not item.finished]
+                for item in again:
+                    item.taken = False
+                self._items[:0] = again
             raise
         except Exception as exc:  # a defect: the batches waiting fail loudly, not hang
             log.exception("recording the results of %d rows failed", len(batch))
@@ -160,32 +182,41 @@ class ResultWriter:
                     self._finish(item, None, error)
         finally:
             with self._lock:
-                self._writing = False
+                self._writing -= 1
+                if line in self._lines:  # not closed meanwhile
+                    self._idle.append(line)
                 self._finished.notify_all()
         return True
+
+    def _new_line(self) -> _Line:
+        line = _Line(self._connect)
+        self._lines.append(line)
+        return line
 
     def _finish(self, item: Pending, status: str | None, error: StoreError | None = None) -> None:
         item.status, item.error = status, error
         item.finished = True  # waiters look under the lock, woken after each write
 
-    def _write_all(self, batch: Sequence[Pending], deadline: float | None) -> None:
+    def _write_all(self, batch: Sequence[Pending], deadline: float | None, line: _Line) -> None:
         # A part _write finished before the other part was refused is not written twice.
         batch = [item for item in batch if not item.finished]
         if not batch:
             return
         try:
-            self._write(batch, deadline)
+            self._write(batch, deadline, line)
         except StoreError as exc:
             if len(batch) > 1:
                 # This statement's own fault: one result in it, most likely; the
                 # others are written without it, each half on its own.
                 half = len(batch) // 2
-                self._write_all(batch[:half], deadline)
-                self._write_all(batch[half:], deadline)
+                self._write_all(batch[:half], deadline, line)
+                self._write_all(batch[half:], deadline, line)
                 return
-            self._write_plain(batch[0], exc, deadline)
+            self._write_plain(batch[0], exc, deadline, line)
 
-    def _write_plain(self, item: Pending, exc: StoreError, deadline: float | None) -> None:
+    def _write_plain(
+        self, item: Pending, exc: StoreError, deadline: float | None, line: _Line
+    ) -> None:
         """A result Postgres refused even alone: its state, without the reply's text."""
         log.error(
             "result of email %s refused by Postgres (%s); recorded without its reply",
@@ -207,12 +238,12 @@ class ResultWriter:
             plain = dataclasses.replace(result, reason="handed back; reason not storable")
         stand_in = Pending(item.worker, plain)
         try:
-            self._write([stand_in], deadline)
+            self._write([stand_in], deadline, line)
             self._finish(item, stand_in.status)
         except StoreError as again:
             self._finish(item, None, again)  # the row stays held; its batch fails loudly
 
-    def _write(self, batch: Sequence[Pending], deadline: float | None) -> None:
+    def _write(self, batch: Sequence[Pending], deadline: float | None, line: _Line) -> None:
         """One write, tried again while the connection (not the statement) fails;
         each part's results are finished as soon as that part is written."""
         records = [(i, i.record) for i in batch if isinstance(i.record, store.AttemptRecord)]
@@ -220,7 +251,7 @@ class ResultWriter:
         tries = 0
         while records or returned:
             try:
-                conn = self._connection()
+                conn = line.connection()
                 try:
                     # Autocommit: each statement is one round trip; what one wrote
                     # is not written again when the next one's connection fails.
@@ -243,7 +274,7 @@ class ResultWriter:
                 except StoreError as exc:
                     if not store.connection_lost(exc, conn):
                         raise _Refused(exc) from exc
-                    self._drop()
+                    line.drop()
                     raise
             except _Refused as refused:
                 raise refused.error from None
@@ -270,6 +301,28 @@ def _entry(item: Pending, record: store.AttemptRecord) -> bytes:
     if item.entry is None:
         item.entry = store.result_entry(item.worker, record)
     return item.entry
+
+
+class _Line:
+    """One of the writer's autocommit connections, opened on first use and again
+    after it was lost."""
+
+    __slots__ = ("_conn", "_connect")
+
+    def __init__(self, connect: Callable[[], store.Conn]) -> None:
+        self._connect = connect
+        self._conn: store.Conn | None = None
+
+    def connection(self) -> store.Conn:
+        if self._conn is None or self._conn.closed:
+            self._conn = self._connect()
+        return self._conn
+
+    def drop(self) -> None:
+        if self._conn is not None:
+            with contextlib.suppress(Exception):
+                self._conn.close()
+            self._conn = None
 
 
 class _OutOfTime(Exception):

@@ -225,6 +225,68 @@ def test_a_thread_waiting_while_another_writes_is_carried_by_that_write(
     assert query(settings, "SELECT count(*) FROM email_attempt") == [(2,)]
 
 
+def _first_connect_held(
+    settings: Settings, gate: threading.Event, connected: threading.Event
+) -> Callable[[], store.Conn]:
+    """Connections whose first one waits for ``gate``: a write under way, held there."""
+    made: list[int] = []
+
+    def connect_to() -> store.Conn:
+        made.append(1)
+        if len(made) == 1:
+            connected.set()
+            gate.wait(10)
+        return connect(settings)()
+
+    return connect_to
+
+
+def test_results_held_while_another_write_is_under_way_go_on_a_second_connection(
+    settings: Settings,
+) -> None:
+    with pool(settings) as conn_pool:
+        first, second = _taken(settings, conn_pool, 2, "w6d")
+        gate, connected = threading.Event(), threading.Event()
+        writer = _writer(settings, _first_connect_held(settings, gate, connected))
+        a = writer.submit("w6d", _sent(first))
+        writing = threading.Thread(target=writer.wait, args=(a,))
+        writing.start()
+        assert connected.wait(10)  # a's write is under way, held
+        b = writer.submit("w6d", _sent(second))
+        assert writer.wait(b) == "sent"  # not queued behind a's write
+        assert not a.done()
+        gate.set()
+        writing.join(10)
+        assert a.result() == "sent"
+    assert query(settings, "SELECT count(*) FROM email_attempt") == [(2,)]
+
+
+def test_with_every_connection_writing_a_thread_waits_then_writes_its_own(
+    settings: Settings,
+) -> None:
+    with pool(settings) as conn_pool:
+        first, second = _taken(settings, conn_pool, 2, "w6e")
+        gate, connected = threading.Event(), threading.Event()
+        connect_to = _first_connect_held(settings, gate, connected)
+        writer = ResultWriter(connect_to, max_age_seconds=settings.max_age_seconds, connections=1)
+        _OPEN.append(writer)
+        a = writer.submit("w6e", _sent(first))
+        writing = threading.Thread(target=writer.wait, args=(a,))
+        writing.start()
+        assert connected.wait(10)
+        b = writer.submit("w6e", _sent(second))  # after a's group was taken
+        waited: list[str | None] = []
+        waiter = threading.Thread(target=lambda: waited.append(writer.wait(b)))
+        waiter.start()
+        waiter.join(0.2)
+        assert waiter.is_alive()  # the one connection is busy
+        gate.set()
+        writing.join(10)
+        waiter.join(10)
+        assert (a.result(), waited) == ("sent", ["sent"])
+    assert query(settings, "SELECT count(*) FROM email_attempt") == [(2,)]
+
+
 def test_stop_writes_what_is_held_and_closes_the_connection(settings: Settings) -> None:
     with pool(settings) as conn_pool:
         ids = _taken(settings, conn_pool, 3, "w7")
@@ -232,7 +294,7 @@ def test_stop_writes_what_is_held_and_closes_the_connection(settings: Settings) 
         handles = [writer.submit("w7", _sent(row_id)) for row_id in ids]  # nobody waits
         assert writer.stop(timeout=10) is True
         assert all(h.done() and h.result() == "sent" for h in handles)
-        assert writer._conn is None  # its connection closed
+        assert writer._lines == []  # its connections closed
     rows = query(settings, "SELECT count(*) FROM email_outbox WHERE status = 'sent'")
     assert rows == [(3,)]
 
