@@ -4,10 +4,10 @@ A worker killed with SIGKILL resends what it had sent and not yet recorded.
 Writing every result to Postgres before the thread's next end-of-data dot
 keeps that to one message per thread, but costs a statement (and a commit)
 per handful of results, and the dot waits for it. Instead each result is
-journaled in Redis before its thread's next dot: :meth:`ResultJournal.record`
-adds it to the process's buffer, and :meth:`ResultJournal.ensure`, called
-just before that dot, hands the buffer to the kernel if no other thread has
-done so meanwhile. Replies are switched off (``CLIENT REPLY OFF``), so no
+journaled in Redis before its thread's next dot: :meth:`ResultJournal.add`
+puts it in the process's buffer, and :meth:`ResultJournal.ensure`, called
+just before that dot, encodes and hands the buffer to the kernel if no other
+thread has done so meanwhile. Replies are switched off (``CLIENT REPLY OFF``), so no
 thread waits for Redis; once ``send`` has returned the bytes are in the
 kernel, and a process killed then still delivers them (nothing unread in the
 socket, so it closes in order). Between a reply and the next dot lie the

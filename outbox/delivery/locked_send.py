@@ -48,6 +48,8 @@ def send_all(sock: socket.socket, data: bytes, *, timeout: float) -> None:
     ``timeout`` each time, with the lock released. Raises ``OSError`` (a
     ``TimeoutError`` when the peer takes nothing for ``timeout``)."""
     sent = send_once(sock, data)
+    if sent == len(data):
+        return
     view = memoryview(data)
     while sent < len(view):
         _, writable, _ = select.select([], [sock], [], timeout)

@@ -12,7 +12,7 @@ import pytest
 
 from outbox.config import Settings
 from outbox.db import store
-from outbox.delivery.writer import ResultWriter
+from outbox.delivery.writer import Pending, ResultWriter
 from outbox.errors import StoreError
 from tests.integration.helpers import add_newsletter, pool, query
 
@@ -225,10 +225,13 @@ def test_a_thread_waiting_while_another_writes_is_carried_by_that_write(
     assert query(settings, "SELECT count(*) FROM email_attempt") == [(2,)]
 
 
-def _first_connect_held(
-    settings: Settings, gate: threading.Event, connected: threading.Event
-) -> Callable[[], store.Conn]:
-    """Connections whose first one waits for ``gate``: a write under way, held there."""
+def _a_write_held_under_way(
+    settings: Settings, conn_pool: store.Pool, worker: str, *, connections: int = 3
+) -> tuple[ResultWriter, Pending, int, threading.Thread, threading.Event]:
+    """A writer whose first write (of one result, ``a``) is held while connecting
+    until the returned gate is set; and a second row taken, not yet handed over."""
+    first, second = _taken(settings, conn_pool, 2, worker)
+    gate, connected = threading.Event(), threading.Event()
     made: list[int] = []
 
     def connect_to() -> store.Conn:
@@ -238,20 +241,22 @@ def _first_connect_held(
             gate.wait(10)
         return connect(settings)()
 
-    return connect_to
+    writer = ResultWriter(
+        connect_to, max_age_seconds=settings.max_age_seconds, connections=connections
+    )
+    _OPEN.append(writer)
+    a = writer.submit(worker, _sent(first))
+    writing = threading.Thread(target=writer.wait, args=(a,))
+    writing.start()
+    assert connected.wait(10)  # a's write is under way, held
+    return writer, a, second, writing, gate
 
 
 def test_results_held_while_another_write_is_under_way_go_on_a_second_connection(
     settings: Settings,
 ) -> None:
     with pool(settings) as conn_pool:
-        first, second = _taken(settings, conn_pool, 2, "w6d")
-        gate, connected = threading.Event(), threading.Event()
-        writer = _writer(settings, _first_connect_held(settings, gate, connected))
-        a = writer.submit("w6d", _sent(first))
-        writing = threading.Thread(target=writer.wait, args=(a,))
-        writing.start()
-        assert connected.wait(10)  # a's write is under way, held
+        writer, a, second, writing, gate = _a_write_held_under_way(settings, conn_pool, "w6d")
         b = writer.submit("w6d", _sent(second))
         assert writer.wait(b) == "sent"  # not queued behind a's write
         assert not a.done()
@@ -265,15 +270,9 @@ def test_with_every_connection_writing_a_thread_waits_then_writes_its_own(
     settings: Settings,
 ) -> None:
     with pool(settings) as conn_pool:
-        first, second = _taken(settings, conn_pool, 2, "w6e")
-        gate, connected = threading.Event(), threading.Event()
-        connect_to = _first_connect_held(settings, gate, connected)
-        writer = ResultWriter(connect_to, max_age_seconds=settings.max_age_seconds, connections=1)
-        _OPEN.append(writer)
-        a = writer.submit("w6e", _sent(first))
-        writing = threading.Thread(target=writer.wait, args=(a,))
-        writing.start()
-        assert connected.wait(10)
+        writer, a, second, writing, gate = _a_write_held_under_way(
+            settings, conn_pool, "w6e", connections=1
+        )
         b = writer.submit("w6e", _sent(second))  # after a's group was taken
         waited: list[str | None] = []
         waiter = threading.Thread(target=lambda: waited.append(writer.wait(b)))
