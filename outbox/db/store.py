@@ -1120,14 +1120,39 @@ def record_entries(
 def result_entry(worker: str, record: AttemptRecord) -> bytes:
     """One result as record_results reads it: a JSON object of the attempt's
     fields and the worker holding its row, its texts made storable. The
-    journal keeps results in this form, so each is encoded once."""
-    body = orjson.dumps(storable_attempt(record))  # orjson writes dataclasses natively
-    return b'{"worker":%b,%b' % (_json_text(worker), body[1:])
+    journal keeps results in this form, so each is encoded once.
+
+    Made once per email on the sending thread, amid its other work: a dict
+    orjson writes took 2 to 3 µs a result where the dataclass itself (orjson's
+    field lookups), spliced after the worker's name, took 7 to 11 µs."""
+    r = record
+    if not (_plain(r.reason) and _plain(r.reply_text) and _plain(r.provider_message_id)):
+        r = storable_attempt(r)  # a rare reply: NUL, non-ASCII or a lone surrogate
+    return orjson.dumps(
+        {
+            "worker": worker,
+            "id": r.id,
+            "attempt": r.attempt,
+            "status": r.status,
+            "reason": r.reason,
+            "delay_seconds": r.delay_seconds,
+            "provider_message_id": r.provider_message_id,
+            "verdict": r.verdict,
+            "stage": r.stage,
+            "reply_code": r.reply_code,
+            "enhanced_status": r.enhanced_status,
+            "reply_text": r.reply_text,
+            "duration_ms": r.duration_ms,
+            "transport": r.transport,
+            "suppress": r.suppress,
+            "recipients": r.recipients,
+        }
+    )
 
 
-@functools.lru_cache(maxsize=256)
-def _json_text(value: str) -> bytes:
-    return orjson.dumps(value)  # a worker's name: one per thread, made once
+def _plain(value: str | None) -> bool:
+    """A text every column holds as it is (what :func:`storable_text` leaves alone)."""
+    return value is None or (value.isascii() and "\x00" not in value)
 
 
 def recover_journaled(

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 
 import orjson
+import pytest
 
 from outbox.db import store
 from outbox.db.sql import queries
@@ -51,6 +52,12 @@ def test_an_entry_is_the_object_record_results_reads_every_column_of() -> None:
     assert entry["worker"] == "h:1:Thread-2 (work)"
 
 
+def test_an_entry_holds_every_field_of_an_attempt_and_its_worker() -> None:
+    entry = orjson.loads(encode("h:1:t", _record()))
+    assert set(entry) == {"worker"} | {f.name for f in dataclasses.fields(store.AttemptRecord)}
+    assert entry == {"worker": "h:1:t", **dataclasses.asdict(_record())}
+
+
 def test_an_entry_of_an_earlier_version_still_reads_back() -> None:
     record = _record()
     earlier = orjson.dumps(["h:1:Thread-2", dataclasses.asdict(record)])  # [worker, fields]
@@ -65,6 +72,18 @@ def test_an_entry_holds_its_texts_as_postgres_can_store_them() -> None:
     assert decode(encode("h:1:t", hostile)) == ("h:1:t", stored)
     clean = _record()
     assert store.storable_attempt(clean) is clean  # no copy for a reply that needs none
+
+
+@pytest.mark.parametrize("field", ["reason", "reply_text", "provider_message_id"])
+@pytest.mark.parametrize(
+    ("text", "stored"), [("a\x00b", "a\ufffdb"), ("x\udcff", "x\ufffd\ufffd\ufffd")]
+)
+def test_each_text_of_an_entry_is_made_storable(field: str, text: str, stored: str) -> None:
+    hostile = dataclasses.replace(_record(), **{field: text})
+    assert decode(encode("h:1:t", hostile)) == (
+        "h:1:t",
+        dataclasses.replace(_record(), **{field: stored}),
+    )
 
 
 def test_an_entry_this_version_cannot_read_is_none_not_an_error() -> None:
