@@ -38,7 +38,7 @@ import socket
 import ssl
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -115,36 +115,67 @@ def decode(raw: bytes) -> tuple[str, store.AttemptRecord] | None:
         return None
 
 
-def commands(buffered: Sequence[tuple[bytes, bytes, bytes | None]]) -> bytes:
-    """The buffer as Redis commands, in order: each run of entries for one key
-    is one ``HSET`` (Redis reads and answers one command, not one per result,
-    and re-arms the key's expiry); an HDEL (``None`` value) ends a run.
+def commands(
+    buffered: Sequence[Journaled | Drop],
+    key_of: Callable[[str], bytes],
+    armed: set[bytes],
+) -> bytes:
+    """The buffer as Redis commands, in order, each result encoded on the way
+    (once: an item the writer encoded first keeps its entry). Each run of
+    results for one key is one ``HSET`` (Redis reads and answers one command,
+    not one per result); a drop is an ``HDEL`` and ends a run. A result that
+    cannot be JSON even made storable is left out, its ``entry`` None: its
+    thread waits for Postgres instead (:meth:`ResultJournal.ensure`).
+
+    ``armed`` holds the keys whose expiry is set since their last drop, and is
+    kept so: a drop may empty a hash, which deletes it, and the ``HSET`` that
+    makes it again is followed by an ``EXPIRE``; a key still there keeps its
+    expiry, so most sends carry none.
 
     Built on the sending thread with the interpreter lock held, before every
-    end-of-data dot: one formatting per entry, the key's parts made once."""
+    end-of-data dot: one pass, one formatting per result, a key's parts made once.
+    """
     out: list[bytes] = []
-    count = len(buffered)
-    i = 0
-    while i < count:
-        key, field, value = buffered[i]
-        if value is None:
-            ids = field.split(b" ")
+    pairs: list[bytes] = []  # of the HSET being gathered, for run_key
+    run_key = b""
+    for item in buffered:
+        if isinstance(item, Drop):
+            if pairs:
+                _hset(out, run_key, pairs, armed)
+                pairs = []
+            key = key_of(item.worker)
+            ids = item.ids.split(b" ")
             out.append(b"*%d\r\n$4\r\nHDEL\r\n%b" % (len(ids) + 2, _bulk(key)))
             out.extend(b"$%d\r\n%b\r\n" % (len(x), x) for x in ids)
-            i += 1
+            armed.discard(key)
             continue
-        start = i
-        pairs: list[bytes] = []
-        while i < count:
-            run_key, field, value = buffered[i]
-            if run_key != key or value is None:
-                break
-            pairs.append(b"$%d\r\n%b\r\n$%d\r\n%b\r\n" % (len(field), field, len(value), value))
-            i += 1
-        out.append(b"*%d\r\n$4\r\nHSET\r\n%b" % (2 + 2 * (i - start), _bulk(key)))
-        out.extend(pairs)
-        out.append(_expire(key))
+        record = item.record
+        entry = item.entry
+        if entry is None:
+            if not isinstance(record, store.AttemptRecord):
+                continue  # a row handed back untried: Postgres alone records it
+            entry = item.entry = journal_entry(item.worker, record)
+            if entry is None:
+                continue
+        key = key_of(item.worker)
+        if key != run_key:
+            if pairs:
+                _hset(out, run_key, pairs, armed)
+                pairs = []
+            run_key = key
+        field = b"%d" % record.id
+        pairs.append(b"$%d\r\n%b\r\n$%d\r\n%b\r\n" % (len(field), field, len(entry), entry))
+    if pairs:
+        _hset(out, run_key, pairs, armed)
     return b"".join(out)
+
+
+def _hset(out: list[bytes], key: bytes, pairs: list[bytes], armed: set[bytes]) -> None:
+    out.append(b"*%d\r\n$4\r\nHSET\r\n%b" % (2 + 2 * len(pairs), _bulk(key)))
+    out.extend(pairs)
+    if key not in armed:
+        out.append(_expire(key))
+        armed.add(key)
 
 
 @functools.lru_cache(maxsize=64)
@@ -184,7 +215,7 @@ class _Held:
         self.entry: bytes | None = entry
 
 
-class _Drop:
+class Drop:
     """Results of a thread's to drop from its journal (space-separated row ids)."""
 
     __slots__ = ("ids", "worker")
@@ -219,8 +250,9 @@ class ResultJournal:
         self._sock: socket.socket | None = None  # its socket, non-blocking, unless TLS
         self._keys: dict[str, bytes] = {}  # worker thread -> its process's journal
         # Results to journal and drops, in order; encoded when they are sent.
-        self._buffer: list[Journaled | _Drop] = []
+        self._buffer: list[Journaled | Drop] = []
         self._ticket = Ticket()  # of what the buffer holds now
+        self._armed: set[bytes] = set()  # keys with their expiry set (commands), on this connection
         self._buffer_lock = threading.Lock()  # taken for a list append, never for I/O
         self._send_lock = threading.Lock()  # one send at a time, in buffer order
         self._retry_at = 0.0  # after a failure, no thread tries Redis again before this
@@ -265,28 +297,8 @@ class ResultJournal:
                 buffered, self._buffer = self._buffer, []
                 carried, self._ticket = self._ticket, Ticket()
             if buffered:
-                data = commands(self._triples(buffered))
+                data = commands(buffered, self._key, self._armed)
                 carried.sent = self._send(data) if data else True
-
-    def _triples(
-        self, buffered: Sequence[Journaled | _Drop]
-    ) -> list[tuple[bytes, bytes, bytes | None]]:
-        """The buffer as :func:`commands` takes it, each result encoded (once: an
-        item the writer encoded first keeps its entry). A result that cannot be
-        JSON even made storable is left out, its ``entry`` None: its thread
-        waits for Postgres instead (:meth:`ensure`)."""
-        out: list[tuple[bytes, bytes, bytes | None]] = []
-        for item in buffered:
-            if isinstance(item, _Drop):
-                out.append((self._key(item.worker), item.ids, None))
-                continue
-            record = item.record
-            entry = item.entry
-            if entry is None and isinstance(record, store.AttemptRecord):
-                entry = item.entry = journal_entry(item.worker, record)
-            if entry is not None:
-                out.append((self._key(item.worker), b"%d" % record.id, entry))
-        return out
 
     def _send(self, data: bytes) -> bool:
         if time.monotonic() < self._retry_at:
@@ -308,6 +320,7 @@ class ResultJournal:
 
     def _drop(self) -> None:
         conn, self._conn, self._sock = self._conn, None, None
+        self._armed = set()  # Redis may have restarted meanwhile, its keys gone
         if conn is not None:
             with contextlib.suppress(Exception):
                 conn.disconnect()
@@ -340,7 +353,7 @@ class ResultJournal:
         sent at once, so an idle worker leaves no journal. Lost with Redis, it is
         harmless: an entry outliving its result is stale, and never applied."""
         if ids:
-            dropped = _Drop(worker, b" ".join(b"%d" % i for i in ids))
+            dropped = Drop(worker, b" ".join(b"%d" % i for i in ids))
             with self._buffer_lock:
                 self._buffer.append(dropped)
             if not others_sending:

@@ -247,3 +247,30 @@ def test_a_result_json_cannot_hold_is_left_out_and_its_thread_waits_for_postgres
     journal.close()
     key = journal_key(settings.namespace, "h:7")
     wait_until(lambda: redis_client.hkeys(key) == [b"2"], 5)
+
+
+def test_a_journal_emptied_by_a_drop_and_made_again_still_expires(
+    settings: Settings, redis_client: redis.Redis
+) -> None:
+    """The expiry goes with a hash's first results, not with every send: a drop
+    that empties the hash deletes it, and the results after it make a new one."""
+    journal = ResultJournal(settings.redis_url, settings.namespace)
+    key = journal_key(settings.namespace, "h:6")
+    assert journal.ensure(journal.record("h:6:Thread-1", _sent(1)))
+    assert journal.ensure(journal.record("h:6:Thread-1", _sent(2)))
+    wait_until(lambda: redis_client.hlen(key) == 2, 5)
+    assert 0 < redis_client.ttl(key) <= 7 * 24 * 3600
+    journal.clear("h:6:Thread-1", [1, 2])  # the hash is empty: Redis deletes it
+    wait_until(lambda: not redis_client.exists(key), 5)
+    assert journal.ensure(journal.record("h:6:Thread-1", _sent(3)))
+    wait_until(lambda: redis_client.hkeys(key) == [b"3"], 5)
+    assert 0 < redis_client.ttl(key) <= 7 * 24 * 3600
+    # Deleted behind the journal's back (a flushed Redis) while its connection
+    # lives on: the next drop re-arms it.
+    redis_client.delete(key)
+    assert journal.ensure(journal.record("h:6:Thread-1", _sent(4)))
+    journal.clear("h:6:Thread-2", [9])
+    assert journal.ensure(journal.record("h:6:Thread-1", _sent(5)))
+    journal.close()
+    wait_until(lambda: redis_client.hlen(key) == 2, 5)
+    assert 0 < redis_client.ttl(key) <= 7 * 24 * 3600

@@ -9,7 +9,16 @@ import pytest
 
 from outbox.db import store
 from outbox.db.sql import queries
-from outbox.delivery.journal import commands, decode, encode, journal_key, process_of, resp
+from outbox.delivery.journal import (
+    Drop,
+    commands,
+    decode,
+    encode,
+    journal_key,
+    process_of,
+    resp,
+)
+from outbox.delivery.writer import Pending
 
 
 def _record() -> store.AttemptRecord:
@@ -104,28 +113,83 @@ def test_keys_are_per_namespace_and_process() -> None:
     assert journal_key("a", "h:1") != journal_key("b", "h:1")
 
 
+def _sent(record_id: int, worker: str = "h:1:a", entry: bytes | None = None) -> Pending:
+    """A result as the journal buffers it: the writer's item, ``entry`` set if encoded."""
+    item = Pending(worker, dataclasses.replace(_record(), id=record_id))
+    item.entry = entry
+    return item
+
+
+def _key_of(worker: str) -> bytes:
+    return worker.partition(":")[0].encode()  # "k:1:a" -> k: one key per host here
+
+
+EXPIRE_K = resp(b"EXPIRE", b"k", b"604800")
+
+
 def test_a_buffer_of_several_results_is_one_hset_with_its_expiry() -> None:
-    out = commands([(b"k", b"1", b"one"), (b"k", b"2", b"two")])
-    assert out == resp(b"HSET", b"k", b"1", b"one", b"2", b"two") + resp(b"EXPIRE", b"k", b"604800")
+    armed: set[bytes] = set()
+    out = commands([_sent(1, "k:1:a", b"one"), _sent(2, "k:1:b", b"two")], _key_of, armed)
+    assert out == resp(b"HSET", b"k", b"1", b"one", b"2", b"two") + EXPIRE_K
+    assert armed == {b"k"}
+
+
+def test_a_key_whose_expiry_is_set_gets_none_until_a_drop_may_have_deleted_it() -> None:
+    armed: set[bytes] = set()
+    commands([_sent(1, "k:1:a", b"one")], _key_of, armed)
+    # The hash is there with its expiry: later results add to it, no EXPIRE.
+    later = commands([_sent(2, "k:1:a", b"two")], _key_of, armed)
+    assert later == resp(b"HSET", b"k", b"2", b"two")
+    # A drop may empty (delete) the hash: the HSET that makes it again re-arms it.
+    out = commands([Drop("k:1:a", b"1 2"), _sent(3, "k:1:a", b"three")], _key_of, armed)
+    assert out == resp(b"HDEL", b"k", b"1", b"2") + resp(b"HSET", b"k", b"3", b"three") + EXPIRE_K
+    # A drop last: the next send's HSET carries the expiry.
+    assert commands([Drop("k:1:a", b"3")], _key_of, armed) == resp(b"HDEL", b"k", b"3")
+    assert armed == set()
+    assert commands([_sent(4, "k:1:a", b"four")], _key_of, armed).endswith(EXPIRE_K)
 
 
 def test_a_drop_keeps_its_place_between_the_results_around_it() -> None:
     # Results written before the drop, dropped, then a result after it: in that order.
-    out = commands(
-        [(b"k", b"1", b"one"), (b"k", b"1 2", None), (b"k", b"3", b"three"), (b"j", b"4", b"x")]
-    )
+    buffered = [_sent(1, "k:1:a", b"one"), Drop("k:1:b", b"1 2"), _sent(3, "k:1:a", b"three")]
+    out = commands([*buffered, _sent(4, "j:1:a", b"x")], _key_of, set())
     assert out == b"".join(
         [
             resp(b"HSET", b"k", b"1", b"one"),
-            resp(b"EXPIRE", b"k", b"604800"),
+            EXPIRE_K,
             resp(b"HDEL", b"k", b"1", b"2"),
             resp(b"HSET", b"k", b"3", b"three"),
-            resp(b"EXPIRE", b"k", b"604800"),
+            EXPIRE_K,
             resp(b"HSET", b"j", b"4", b"x"),
             resp(b"EXPIRE", b"j", b"604800"),
         ]
     )
 
 
+def test_a_result_is_encoded_once_when_it_is_sent_and_keeps_its_entry() -> None:
+    item = _sent(7)
+    out = commands([item], _key_of, set())
+    assert isinstance(item.record, store.AttemptRecord)
+    assert item.entry == encode("h:1:a", item.record)
+    assert resp(b"HSET", b"h", b"7", item.entry) in out
+    # One the writer encoded first goes as it is, never encoded again.
+    kept = _sent(8, entry=b"written-first")
+    assert resp(b"HSET", b"h", b"8", b"written-first") in commands([kept], _key_of, set())
+    assert kept.entry == b"written-first"
+
+
+def test_a_result_that_cannot_be_json_is_left_out_and_the_others_go() -> None:
+    unjson = [{"address": "a@example.org", "code": 2**70}]  # beyond 64 bits: orjson refuses
+    bad = Pending("h:1:a", dataclasses.replace(_record(), id=1, recipients=unjson))
+    out = commands([bad, _sent(2, entry=b"two")], _key_of, set())
+    assert bad.entry is None  # its thread waits for Postgres instead
+    assert out == resp(b"HSET", b"h", b"2", b"two") + resp(b"EXPIRE", b"h", b"604800")
+
+
+def test_a_row_handed_back_untried_is_not_journaled() -> None:
+    back = Pending("h:1:a", store.Unattempted(5, "h:1:a", "transport down", 0.0))
+    assert commands([back], _key_of, set()) == b""
+
+
 def test_an_empty_buffer_is_no_command() -> None:
-    assert commands([]) == b""
+    assert commands([], _key_of, set()) == b""
