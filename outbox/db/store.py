@@ -1118,36 +1118,41 @@ def record_entries(
 
 
 def result_entry(worker: str, record: AttemptRecord) -> bytes:
-    """One result as record_results reads it: a JSON object of the attempt's
-    fields and the worker holding its row, its texts made storable. The
-    journal keeps results in this form, so each is encoded once.
+    """One result as record_results reads it: a JSON array of the worker holding
+    its row and the attempt's fields, in :data:`ENTRY_FIELDS` order, its texts
+    made storable. The journal keeps results in this form, so each is encoded once.
 
-    Made once per email on the sending thread, amid its other work: a dict
-    orjson writes took 2 to 3 µs a result where the dataclass itself (orjson's
-    field lookups), spliced after the worker's name, took 7 to 11 µs."""
+    Made once per email on the sending thread, amid its other work, so it is
+    made as cheaply as orjson can: an array of the values took a quarter of the
+    time of an object of the same fields (0.3 against 1.2 µs, warm) and is
+    half the bytes (157 against 349 for a plain reply)."""
     r = record
     if not (_plain(r.reason) and _plain(r.reply_text) and _plain(r.provider_message_id)):
         r = storable_attempt(r)  # a rare reply: NUL, non-ASCII or a lone surrogate
     return orjson.dumps(
-        {
-            "worker": worker,
-            "id": r.id,
-            "attempt": r.attempt,
-            "status": r.status,
-            "reason": r.reason,
-            "delay_seconds": r.delay_seconds,
-            "provider_message_id": r.provider_message_id,
-            "verdict": r.verdict,
-            "stage": r.stage,
-            "reply_code": r.reply_code,
-            "enhanced_status": r.enhanced_status,
-            "reply_text": r.reply_text,
-            "duration_ms": r.duration_ms,
-            "transport": r.transport,
-            "suppress": r.suppress,
-            "recipients": r.recipients,
-        }
+        (
+            worker,
+            r.id,
+            r.attempt,
+            r.status,
+            r.reason,
+            r.delay_seconds,
+            r.provider_message_id,
+            r.verdict,
+            r.stage,
+            r.reply_code,
+            r.enhanced_status,
+            r.reply_text,
+            r.duration_ms,
+            r.transport,
+            r.suppress,
+            r.recipients,
+        )
     )
+
+
+# What each place of an entry holds (record_results reads them by position).
+ENTRY_FIELDS = ("worker", *(f.name for f in dataclasses.fields(AttemptRecord)))
 
 
 def _plain(value: str | None) -> bool:

@@ -97,11 +97,15 @@ def journal_entry(worker: str, record: store.AttemptRecord) -> bytes | None:
 def decode(raw: bytes) -> tuple[str, store.AttemptRecord] | None:
     """A journaled (worker thread, result), or None for one this version cannot read.
 
-    Entries are the objects :func:`encode` makes; a ``[worker, fields]`` pair is
-    what earlier versions journaled, still in Redis after an upgrade."""
+    Entries are the arrays :func:`encode` makes; an object of the same fields
+    and a ``[worker, fields]`` pair are what earlier versions journaled, still
+    in Redis after an upgrade."""
     try:
         value = orjson.loads(raw)
-        if isinstance(value, dict):
+        if isinstance(value, list) and len(value) == len(store.ENTRY_FIELDS):
+            worker, *values = value
+            fields = dict(zip(store.ENTRY_FIELDS[1:], values, strict=True))
+        elif isinstance(value, dict):
             worker = value.pop("worker", None)
             fields = value
         elif isinstance(value, list) and len(value) == 2:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import re
 
 import orjson
 import pytest
@@ -53,24 +54,35 @@ def test_an_entry_reads_back_as_the_same_result_and_thread() -> None:
     assert decode(encode("h:1:Thread-2 (work)", record)) == ("h:1:Thread-2 (work)", record)
 
 
-def test_an_entry_is_the_object_record_results_reads_every_column_of() -> None:
-    entry = orjson.loads(encode("h:1:Thread-2 (work)", _record()))
-    statement = queries["record_results"]
-    columns = statement[statement.index("AS r(") + 5 : statement.index(")\n), updated")]
-    assert set(entry) == {c.split()[0] for c in columns.replace("\n", " ").split(",")}
-    assert entry["worker"] == "h:1:Thread-2 (work)"
+def _positions(statement: str) -> dict[str, int]:
+    """Each column a statement reads from an entry (``e->>N ... AS name``), by position."""
+    found = re.findall(r"\(?e->>?(\d+)\)?(?:::\w+)?(?:, 'null'\))? AS (\w+)", statement)
+    return {name: int(place) for place, name in found}
 
 
-def test_an_entry_holds_every_field_of_an_attempt_and_its_worker() -> None:
+def test_record_results_reads_each_place_of_an_entry_as_the_field_it_holds() -> None:
+    places = _positions(queries["record_results"])
+    assert places == {name: i for i, name in enumerate(store.ENTRY_FIELDS)}
+    refused = _positions(queries["suppress_refused"])
+    assert refused == {n: store.ENTRY_FIELDS.index(n) for n in refused}
+    assert set(refused) == {"id", "reply_code", "enhanced_status", "suppress"}
+
+
+def test_an_entry_holds_every_field_of_an_attempt_after_its_worker() -> None:
     entry = orjson.loads(encode("h:1:t", _record()))
-    assert set(entry) == {"worker"} | {f.name for f in dataclasses.fields(store.AttemptRecord)}
-    assert entry == {"worker": "h:1:t", **dataclasses.asdict(_record())}
+    assert store.ENTRY_FIELDS[0] == "worker"
+    assert dict(zip(store.ENTRY_FIELDS, entry, strict=True)) == {
+        "worker": "h:1:t",
+        **dataclasses.asdict(_record()),
+    }
 
 
 def test_an_entry_of_an_earlier_version_still_reads_back() -> None:
     record = _record()
-    earlier = orjson.dumps(["h:1:Thread-2", dataclasses.asdict(record)])  # [worker, fields]
-    assert decode(earlier) == ("h:1:Thread-2", record)
+    pair = orjson.dumps(["h:1:Thread-2", dataclasses.asdict(record)])  # [worker, fields]
+    assert decode(pair) == ("h:1:Thread-2", record)
+    named = orjson.dumps({"worker": "h:1:Thread-2", **dataclasses.asdict(record)})  # an object
+    assert decode(named) == ("h:1:Thread-2", record)
 
 
 def test_an_entry_holds_its_texts_as_postgres_can_store_them() -> None:
@@ -101,6 +113,8 @@ def test_an_entry_this_version_cannot_read_is_none_not_an_error() -> None:
     assert decode(b'["h:1:t", {"id": 1, "unknown_field": 2}]') is None
     assert decode(b'[1, {"id": 1}]') is None
     assert decode(b'["h:1:t"]') is None
+    assert decode(orjson.dumps([1, *dataclasses.astuple(_record())])) is None  # no worker
+    assert decode(orjson.dumps(["h:1:t", *dataclasses.astuple(_record())][:-1])) is None
     fields = dataclasses.asdict(_record())
     del fields["verdict"]
     assert decode(orjson.dumps(["h:1:t", fields])) is None
