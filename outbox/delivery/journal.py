@@ -158,8 +158,9 @@ def commands(
         if entry is None:
             if not isinstance(record, store.AttemptRecord):
                 continue  # a row handed back untried: Postgres alone records it
-            entry = item.entry = journal_entry(item.worker, record)
-            if entry is None:
+            try:  # journal_entry, a call less per result: this loop runs cold
+                entry = item.entry = store.result_entry(item.worker, record)
+            except orjson.JSONEncodeError:
                 continue
         key = key_of(item.worker)
         if key != run_key:
