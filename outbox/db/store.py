@@ -1156,7 +1156,7 @@ ENTRY_FIELDS = ("worker", *(f.name for f in dataclasses.fields(AttemptRecord)))
 
 
 def _plain(value: str | None) -> bool:
-    """A text every column holds as it is (what :func:`storable_text` leaves alone)."""
+    """A text every column holds as it is: :func:`storable_text` leaves it alone."""
     return value is None or (value.isascii() and "\x00" not in value)
 
 
@@ -1215,9 +1215,7 @@ def storable_text(value: str | None) -> str | None:
     at all: each becomes U+FFFD, so a hostile reply or report is kept, readable,
     instead of failing the statement that records it.
     """
-    if value is None:
-        return None
-    if value.isascii() and "\x00" not in value:
+    if value is None or _plain(value):
         return value
     raw = value.encode("utf-8", "surrogatepass")  # a lone surrogate: three invalid bytes
     return raw.decode("utf-8", "replace").replace("\x00", "\ufffd")

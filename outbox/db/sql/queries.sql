@@ -789,12 +789,12 @@ FROM outbox_breaker ORDER BY transport;
 -- several workers (threads): each result names the worker that holds its row.
 -- The attempt is kept even when the row is no longer ours (the sweeper took it
 -- back). The results arrive as one JSON array of arrays: far cheaper to send
--- than a dozen arrays, and to make than objects. Recipients refused at RCPT TO are suppressed by
--- suppress_refused, run in the same transaction only when there are any: a
--- third part here cost every statement about 0.1 ms even with none. The ids
--- come again as an array, which the planner counts: it takes the JSON for 100
--- rows, and on an outbox of a few thousand rows chose a scan of the whole
--- table for each group of results over looking each row up.
+-- than a dozen arrays, and to make than objects. Recipients refused at RCPT TO
+-- are suppressed by suppress_refused, run in the same transaction only when
+-- there are any: a third part here cost every statement about 0.1 ms even with
+-- none. The ids come again as an array, which the planner counts: it takes the
+-- JSON for 100 rows, and on an outbox of a few thousand rows chose a scan of
+-- the whole table for each group of results over looking each row up.
 WITH results AS (
     -- Each result is an array (store.result_entry, store.ENTRY_FIELDS): the
     -- worker, then the attempt's fields in order. A JSON null reads as NULL.
