@@ -27,10 +27,9 @@ from outbox.config import Settings
 from outbox.db import store
 from outbox.delivery.breaker import Gate
 from outbox.delivery.classify import classify_reply, refuses_address
-from outbox.delivery.journal import ResultJournal, Ticket
 from outbox.delivery.outage import SharedBreaker, describe_failure, is_path_failure
+from outbox.delivery.result_committer import Committed, ResultCommitter
 from outbox.delivery.retry import RetryPolicy, decide
-from outbox.delivery.writer import Pending, ResultWriter
 from outbox.errors import AttachmentUnavailable, OutboxError, StoreError
 from outbox.fields import labels
 from outbox.message.compose import composer
@@ -148,7 +147,7 @@ class Delivery:
         self._unavailable_logged = _Once(per_seconds=60.0)
         self.pacer = pacer
         self.breaker = breaker or SharedBreaker(settings, pool.connection)
-        self.writer = ResultWriter(
+        self.results = ResultCommitter(
             functools.partial(
                 store.connect,
                 settings.database_url,
@@ -158,46 +157,34 @@ class Delivery:
             ),
             max_age_seconds=settings.max_age_seconds,
         )
-        self.journal = ResultJournal(settings.redis_url, settings.namespace)
-        self._running = _Running()
         self.postgres = DownOnce(log, "Postgres (taking rows)")
         # During an outage each email's return is counted, and logged once per interval.
         self.returned = Summary(log, "emails returned to pending without an attempt")
         self.redactor = Redactor.from_settings(settings)
 
     def close(self, timeout: float = 10.0) -> None:
-        """At a clean stop, once no batch is running: the writer writes what it
-        still holds (for at most ``timeout``) and closes its connection; the
-        journal's connection closes in order, so nothing buffered is lost."""
-        try:
-            self.writer.stop(timeout)
-        finally:
-            self.journal.close()
+        """At a clean stop, once no batch is running: results still on their way
+        reach Postgres (for at most ``timeout``) and the committer's connection closes."""
+        self.results.close(timeout)
 
     def deliver(self, ids: Sequence[int]) -> None:
         """Send the rows ``ids`` that are still queued; others are acknowledged as done.
 
-        Each result is journaled in Redis the moment it is known (a kill -9
-        resends only the message in flight) and handed to the writer; at the
-        batch's end this thread writes them to Postgres, with whatever other
-        threads have handed over, and returns once all of them are written.
+        Each result goes to the committer the moment it is known; the next
+        message's end-of-data dot waits for its commit (so a kill -9 resends at
+        most the message in flight), and the batch returns once all of its
+        results are in Postgres.
         """
-        with self._running:
-            self._deliver(ids)
-
-    def _deliver(self, ids: Sequence[int]) -> None:
         worker = worker_name()
         rows = self._take(ids, worker)
         if len(rows) < len(ids):
             log.info(
                 "skipped %d of %d rows already taken or finished", len(ids) - len(rows), len(ids)
             )
-        written: list[Pending] = []
+        committed: list[Committed] = []
         deferred: list[store.Deferral] = []
         handled = 0  # rows of the batch with a result, a deferral or a hand-back
-        # The previous result: the next dot waits until it is journaled (or, without
-        # Redis, in Postgres), so a kill still resends one message per thread.
-        previous: _Previous | None = None
+        previous: Committed | None = None  # the next dot waits for its commit
         try:
             for index, row in enumerate(rows):
                 handled = index
@@ -207,58 +194,49 @@ class Delivery:
                 if not self._may_send(worker):
                     # The sending path is down: the rest waits in pending, no attempt spent.
                     reason = self._down_reason()
-                    for waiting in rows[index:]:
-                        unattempted = store.Unattempted(waiting.id, worker, reason, 0.0)
-                        written.append(self.writer.submit(worker, unattempted))
+                    committed += self._hand_back(rows[index:], worker, reason)
                     self.returned.add(reason, len(rows) - index)
                     break
                 result = self._attempt(row, worker, previous)
                 if isinstance(result, store.Deferral):
                     deferred.append(result)
                     continue
-                previous = self._hand_over(worker, result)
-                written.append(previous.written)
+                previous = self.results.submit(worker, result)
+                committed.append(previous)
                 if isinstance(result, store.Unattempted) and index + 1 < len(rows):
                     # The path just failed: the rest of the batch would wait for the same
                     # timeout each, held `sending`; it goes back untried at once.
                     reason = f"not attempted, the path failed for the previous row: {result.reason}"
-                    for waiting in rows[index + 1 :]:
-                        unattempted = store.Unattempted(waiting.id, worker, reason[:500], 0.0)
-                        written.append(self.writer.submit(worker, unattempted))
+                    committed += self._hand_back(rows[index + 1 :], worker, reason[:500])
                     self.returned.add("the path failed for the batch", len(rows) - index - 1)
                     break
             handled = len(rows)
         except BaseException as exc:
             # This live process holds the rows, so no sweep would return them: the
             # ones not sent go back now: everything that can raise here (the breaker's
-            # and the pacer's reads, the writer) comes before a send or after its result.
-            for untried in rows[handled:]:
-                reason = f"not attempted: the batch failed ({exc!r})"[:500]
-                unattempted = store.Unattempted(untried.id, worker, reason, 0.0)
-                written.append(self.writer.submit(worker, unattempted))
+            # and the pacer's reads) comes before a send or after its result.
+            reason = f"not attempted: the batch failed ({exc!r})"[:500]
+            committed += self._hand_back(rows[handled:], worker, reason)
             raise
         finally:
             # What was tried is recorded even if something later in the batch failed,
             # and what was paced goes back even if recording failed.
             try:
-                for done in written:
-                    self.writer.wait(done)
-                # All in Postgres now. While other batches run, their next send carries
-                # the drop: one system call less per batch.
-                others = self._running.count > 1
-                self.journal.clear(worker, [r.id for r in rows], others_sending=others)
+                for item in committed:
+                    item.wait()
             finally:
                 if deferred:
                     with self.pool.connection() as conn:
                         store.defer_paced(conn, deferred, worker)
 
-    def _hand_over(self, worker: str, result: store.AttemptRecord | store.Unattempted) -> _Previous:
-        """Hand a result to the writer and journal it: encoded once, when the
-        journal sends it, and Postgres records the same entry."""
-        written = self.writer.submit(worker, result)
-        if not isinstance(result, store.AttemptRecord):
-            return _Previous(None, written)
-        return _Previous(self.journal.add(written), written)
+    def _hand_back(
+        self, rows: Sequence[store.OutboxRow], worker: str, reason: str
+    ) -> list[Committed]:
+        """Rows of the batch returned to pending untried, through the committer."""
+        return [
+            self.results.submit(worker, store.Unattempted(row.id, worker, reason, 0.0))
+            for row in rows
+        ]
 
     def _take(self, ids: Sequence[int], worker: str) -> list[store.OutboxRow]:
         """The rows, once Postgres answers: the broker message stays unacknowledged
@@ -310,7 +288,7 @@ class Delivery:
         return store.Deferral(row.id, slot.wait, reason)
 
     def _attempt(
-        self, row: store.OutboxRow, worker: str, previous: _Previous | None = None
+        self, row: store.OutboxRow, worker: str, previous: Committed | None = None
     ) -> store.AttemptRecord | store.Deferral | store.Unattempted:
         """One attempt in its own span: in the business event's trace for a
         login code (a child of the enqueue span, however many hours and retries
@@ -339,28 +317,34 @@ class Delivery:
                 _describe_attempt(span, row, record, self.redactor)
             return record
 
-    def _attempt_in_span(  # noqa: PLR0915 (one attempt's steps, in the order they happen)
-        self, row: store.OutboxRow, worker: str, previous: _Previous | None = None
+    def _attempt_in_span(
+        self, row: store.OutboxRow, worker: str, previous: Committed | None
     ) -> store.AttemptRecord | store.Deferral | store.Unattempted:
+        """Build, pace, send, judge: each step may end the attempt early."""
         started = time.perf_counter()
+        gate = _PreviousCommitted(previous)
+        built = self._build_or_problem(row, gate)
+        if isinstance(built, store.Deferral):
+            return built
         reply: Reply | None = None
-        waited = [0.0]
-        recorded: Callable[[], None] | None = None
-        if previous is not None:
-            before = previous
+        if isinstance(built, Outcome):
+            outcome = built
+        else:
+            # Paced after building, so only the send lies between slot and arrival.
+            deferral = self._pace(row)
+            if deferral is not None:
+                return deferral
+            sent = self._send(row, worker, built, gate)
+            if isinstance(sent, store.Deferral | store.Unattempted):
+                return sent
+            reply, outcome = sent
+        return self._judged(row, reply, outcome, started)
 
-            def recorded() -> None:
-                if before.ticket is not None and self.journal.ensure(before.ticket, before.written):
-                    return
-                started_waiting = time.monotonic()
-                # A previous result Postgres refused is the batch's error, raised
-                # when the batch ends; it says nothing about this message's send.
-                with contextlib.suppress(StoreError):
-                    self.writer.wait(before.written)
-                waited[0] = time.monotonic() - started_waiting
-
+    def _build_or_problem(
+        self, row: store.OutboxRow, gate: _PreviousCommitted
+    ) -> OutgoingMessage | Outcome | store.Deferral:
         try:
-            message = self.build(row, before_commit=recorded)
+            return self.build(row, before_commit=gate)
         except AttachmentUnavailable as exc:
             # This worker's storage, not the email: wait for one that sees the
             # file (or for this one to be fixed) without spending an attempt.
@@ -375,44 +359,52 @@ class Delivery:
                 log.exception("building email %s failed", row.id)
             # Stored, logged and traced: no secret in it, whatever the error says.
             problem = self.redactor.secrets_only(str(exc))
-            outcome = Outcome(Verdict.RETRY, f"could not build the message: {problem}")
-        else:
-            # Paced after building, so only the send lies between slot and arrival.
-            deferral = self._pace(row)
-            if deferral is not None:
-                return deferral
-            try:
-                reply = self.transport.send(message)
-            except TransportBusy as busy:  # nothing left: back to Postgres, not an attempt
-                return store.Deferral(row.id, busy.retry_after, f"transport busy: {busy}")
-            except Exception as exc:
-                # A transport defect: where the conversation stopped is unknown,
-                # so the message may have left. Retried with the same Message-ID.
-                log.exception("transport failed unexpectedly for email %s", row.id)
-                problem = self.redactor.secrets_only(repr(exc))
-                outcome = Outcome(Verdict.UNCERTAIN, f"transport error: {problem}")
-            else:
-                if reply.code is None and reply.stage is Stage.BODY and waited[0] >= 1.0:
-                    # Cut while the dot waited for Postgres to record the previous
-                    # result: nothing about this message was judged, nor could it leave.
-                    reason = "not an attempt, waited for the previous result to be recorded"
-                    self.returned.add("waited for Postgres to record the previous result")
-                    return store.Unattempted(row.id, worker, reason, 0.0)
-                if is_path_failure(reply):
-                    # Our path failed, not this message: no attempt; the breaker counts it.
-                    failure = describe_failure(reply)
-                    if self._trips_breaker(reply):
-                        self.breaker.observe(worker, failure=True, error=failure)
-                    reason = f"not an attempt, sending path failed: {failure}"
-                    self.returned.add(f"sending path failed: {failure}")
-                    spread = min(self.settings.outage_probe_seconds, self.policy.base_seconds)
-                    # A provider's Retry-After is still a floor: sooner only earns another 429.
-                    delay = max(self.rand() * spread, getattr(reply, "retry_after", None) or 0.0)
-                    return store.Unattempted(row.id, worker, reason, delay)
-                self.breaker.observe(worker, failure=False)
-                outcome = classify_reply(reply)  # SMTP or HTTP rules by the reply's kind
-                if self.pacer is not None and outcome.verdict != Verdict.SENT:
-                    _slow_down(self.pacer, row.recipient, reply)
+            return Outcome(Verdict.RETRY, f"could not build the message: {problem}")
+
+    def _send(
+        self, row: store.OutboxRow, worker: str, message: OutgoingMessage, gate: _PreviousCommitted
+    ) -> tuple[Reply | None, Outcome] | store.Deferral | store.Unattempted:
+        """The transport's reply and what it means, or why this was no attempt."""
+        try:
+            reply = self.transport.send(message)
+        except TransportBusy as busy:  # nothing left: back to Postgres, not an attempt
+            return store.Deferral(row.id, busy.retry_after, f"transport busy: {busy}")
+        except Exception as exc:
+            # A transport defect: where the conversation stopped is unknown,
+            # so the message may have left. Retried with the same Message-ID.
+            log.exception("transport failed unexpectedly for email %s", row.id)
+            problem = self.redactor.secrets_only(repr(exc))
+            return None, Outcome(Verdict.UNCERTAIN, f"transport error: {problem}")
+        if reply.code is None and reply.stage is Stage.BODY and gate.waited >= 1.0:
+            # Cut while the dot waited for Postgres to commit the previous
+            # result: nothing about this message was judged, nor could it leave.
+            reason = "not an attempt, waited for the previous result to be recorded"
+            self.returned.add("waited for Postgres to record the previous result")
+            return store.Unattempted(row.id, worker, reason, 0.0)
+        if is_path_failure(reply):
+            return self._path_failed(row, worker, reply)
+        self.breaker.observe(worker, failure=False)
+        outcome = classify_reply(reply)  # SMTP or HTTP rules by the reply's kind
+        if self.pacer is not None and outcome.verdict != Verdict.SENT:
+            _slow_down(self.pacer, row.recipient, reply)
+        return reply, outcome
+
+    def _path_failed(self, row: store.OutboxRow, worker: str, reply: Reply) -> store.Unattempted:
+        """Our path failed, not this message: no attempt; the breaker counts it."""
+        failure = describe_failure(reply)
+        if self._trips_breaker(reply):
+            self.breaker.observe(worker, failure=True, error=failure)
+        reason = f"not an attempt, sending path failed: {failure}"
+        self.returned.add(f"sending path failed: {failure}")
+        spread = min(self.settings.outage_probe_seconds, self.policy.base_seconds)
+        # A provider's Retry-After is still a floor: sooner only earns another 429.
+        delay = max(self.rand() * spread, getattr(reply, "retry_after", None) or 0.0)
+        return store.Unattempted(row.id, worker, reason, delay)
+
+    def _judged(
+        self, row: store.OutboxRow, reply: Reply | None, outcome: Outcome, started: float
+    ) -> store.AttemptRecord:
+        """The attempt as it is recorded: the retry policy's decision on the outcome."""
         now = dt.datetime.now(dt.UTC)
         decision = decide(
             outcome,
@@ -485,32 +477,26 @@ class Delivery:
         log.info("released %d unattempted rows: %s", len(ids), reason)
 
 
-class _Previous:
-    """A thread's previous result, which must be kept before its next dot
-    (a plain class: one is made per message, and a frozen dataclass's
-    construction costs several times as much)."""
+class _PreviousCommitted:
+    """Called by the transport just before the message may leave (the SMTP dot,
+    an HTTP request): waits until the thread's previous result is committed, so
+    a crash resends at most one message per thread, and says how long it waited."""
 
-    __slots__ = ("ticket", "written")
+    __slots__ = ("previous", "waited")
 
-    def __init__(self, ticket: Ticket | None, written: Pending) -> None:
-        self.ticket = ticket  # in Redis' journal (None: not journaled, Postgres first)
-        self.written = written  # in Postgres, if the journal failed
+    def __init__(self, previous: Committed | None) -> None:
+        self.previous = previous
+        self.waited = 0.0
 
-
-class _Running:
-    """How many batches this process's threads are delivering right now."""
-
-    def __init__(self) -> None:
-        self.count = 0
-        self._lock = threading.Lock()
-
-    def __enter__(self) -> None:
-        with self._lock:
-            self.count += 1
-
-    def __exit__(self, *exc: object) -> None:
-        with self._lock:
-            self.count -= 1
+    def __call__(self) -> None:
+        if self.previous is None or self.previous.done():
+            return
+        started = time.monotonic()
+        # A previous result Postgres refused is the batch's error, raised when
+        # the batch ends; it says nothing about this message's send.
+        with contextlib.suppress(StoreError):
+            self.previous.wait()
+        self.waited = time.monotonic() - started
 
 
 def _each_recipient(reply: Reply) -> list[dict[str, Any]]:

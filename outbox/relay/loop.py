@@ -23,7 +23,6 @@ from opentelemetry.trace import Link, SpanKind
 from outbox.config import Settings
 from outbox.db import store
 from outbox.delivery.breaker import Gate, gate
-from outbox.delivery.journal import Recovered, ResultJournal
 from outbox.delivery.outage import transport_key
 from outbox.errors import BrokerError, OutboxError
 from outbox.models import Priority
@@ -78,7 +77,6 @@ class Relay:
         self._connected_since: float | None = None
         self.postgres = DownOnce(log, "Postgres")
         self.broker = DownOnce(log, "the broker (Redis)")
-        self.journal = ResultJournal(settings.redis_url, settings.namespace)
 
     def run_round(self) -> RoundResult:
         """Claim and publish one batch per priority, high first.
@@ -136,11 +134,7 @@ class Relay:
                     log.debug("queued rows not swept: %s", exc)
                 else:
                     lost = set(candidates) - held
-        recovered = Recovered(0, [])
         with self.pool.connection() as conn:
-            if sending:
-                # What a killed worker had sent and journaled is recorded, not resent.
-                recovered = self.journal.recover(conn, stuck_seconds=settings.stuck_seconds)
             swept = store.sweep(
                 conn,
                 stuck_seconds=settings.stuck_seconds,
@@ -151,12 +145,6 @@ class Relay:
             )
             if sending:
                 store.forget_process(conn, "")  # prunes processes silent for a day
-        self.journal.drop(recovered.finished)
-        if recovered.recorded:
-            log.warning(
-                "sweeper recorded the journaled results of %d rows of silent worker processes",
-                recovered.recorded,
-            )
         if swept.requeued or swept.uncertain:
             log.warning(
                 "sweeper returned %d queued rows the broker had lost and %s rows of silent"

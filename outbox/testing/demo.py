@@ -8,7 +8,7 @@ Everything it writes goes to a schema of its own (``outbox_demo_<run>``, its
 OUTBOX_SCHEMA, the tables migrated there), dropped at the end, so the database it is pointed at
 keeps nothing of it; ``--keep`` keeps the schema and prints how to look at it. Its
 keys in Redis (its own OUTBOX_NAMESPACE: the workers' heartbeats, the relay's
-epoch, journals) are deleted at the end either way: nothing reads them after it.
+epoch, pacing) are deleted at the end either way: nothing reads them after it.
 """
 
 from __future__ import annotations

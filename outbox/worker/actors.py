@@ -75,6 +75,6 @@ def leave() -> None:
     if delivery.cache_info().currsize:  # not made just to be closed
         # Batches waited for their results, so this is quick; if Postgres is
         # away, 3 s more keeps the 25 s shutdown timeout inside a platform's
-        # 30 s grace, and the journal still holds what is left for the sweeper.
+        # 30 s grace; rows whose results are left are swept once the process is silent.
         delivery().close(timeout=3.0)
     heartbeat().stop()

@@ -116,8 +116,7 @@ def harness(
             try:
                 yield h, sink
             finally:
-                # What the writer holds reaches Postgres and the journal's buffer
-                # Redis before the database and the namespace go.
+                # What the committer holds reaches Postgres before the database goes.
                 h.delivery.close()
                 h.delivery.transport.close()
     finally:

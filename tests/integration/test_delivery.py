@@ -16,7 +16,7 @@ from outbox import enqueue
 from outbox.config import Settings
 from outbox.message.return_path import outbox_id_from_token, row_token_from_address
 from outbox.models import Priority
-from outbox.testing.sink import ACCEPT, Behaviour
+from outbox.testing.sink import ACCEPT, Behaviour, Received, SmtpSink
 from tests.integration.helpers import add_login, add_newsletter, harness, query, statuses
 from tests.keys import SECRET
 
@@ -335,3 +335,38 @@ def test_a_batch_that_fails_hands_back_its_untried_rows(settings: Settings) -> N
     assert len(sink.messages) == 2
     charged = dict(query(settings, "SELECT id, attempts FROM email_outbox"))
     assert [charged[i] for i in ids] == [1, 1, 0, 0, 0]
+
+
+class _CheckingSink(SmtpSink):
+    """A sink that, as each message's data arrives (after its end-of-data dot),
+    reads what Postgres holds for the messages it received before."""
+
+    def __init__(self, database_url: str) -> None:
+        super().__init__()
+        self.database_url = database_url
+        self.uncommitted: list[tuple[str, str]] = []
+
+    def record(self, received: Received) -> str:
+        earlier = [r for m in self.messages for r in m.recipients]
+        if earlier:
+            with psycopg.connect(self.database_url) as conn:
+                rows = conn.execute(
+                    "SELECT recipient, status FROM email_outbox WHERE recipient = ANY(%s)",
+                    (earlier,),
+                ).fetchall()
+            self.uncommitted += [(r, s) for r, s in rows if s != "sent"]
+        return super().record(received)
+
+
+def test_each_result_is_committed_before_the_next_message_leaves(settings: Settings) -> None:
+    # One thread, one batch: a kill at any moment resends at most the message in flight.
+    ids = add_newsletter(settings, 12)
+    with (
+        _CheckingSink(settings.database_url) as sink,
+        harness(settings, smtp_url=sink.url, started=False) as (h, _unused),
+    ):
+        h.run()
+    assert len(sink.messages) == len(ids)
+    assert len(h.groups) == 0
+    assert sink.uncommitted == []
+    assert statuses(settings) == {"sent": 12}
