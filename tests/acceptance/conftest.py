@@ -23,6 +23,7 @@ from outbox.testing import pipeline as pipeline_module
 from outbox.testing.pipeline import Pipeline, worker_command
 from outbox.testing.sink import Behaviour, SlowLink, SmtpSink
 from tests.acceptance.checks import RESULTS
+from tests.acceptance.servers import RedisServer
 
 
 def _initial_env(name: str) -> str | None:
@@ -69,6 +70,18 @@ def fault_settings(settings: Settings) -> Settings:
         max_in_flight=300,
         claim_batch=100,
     )
+
+
+@pytest.fixture
+def private_redis(tmp_path: Path) -> RedisServer:
+    """A redis-server of the test's own, without persistence, to restart or flush."""
+    workdir = tmp_path / "redis"
+    workdir.mkdir()
+    server = RedisServer(workdir).start()
+    try:
+        yield server  # type: ignore[misc]
+    finally:
+        server.stop()
 
 
 @pytest.fixture

@@ -11,9 +11,6 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from pathlib import Path
-
-import pytest
 
 from outbox.config import Settings
 from outbox.testing.sink import Behaviour
@@ -36,17 +33,6 @@ DOWNTIME = 1.5
 
 class RelayDied(CoreBug):
     """The relay process exits on a Redis connection error instead of retrying."""
-
-
-@pytest.fixture
-def private_redis(tmp_path: Path) -> RedisServer:
-    workdir = tmp_path / "redis"
-    workdir.mkdir()
-    server = RedisServer(workdir).start()
-    try:
-        yield server  # type: ignore[misc]
-    finally:
-        server.stop()
 
 
 def _broker_messages(server: RedisServer, namespace: str) -> int:

@@ -8,6 +8,7 @@ carry the same Message-ID.
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 
@@ -21,7 +22,15 @@ from tests.acceptance.checks import (
     wait_final,
     wait_until,
 )
-from tests.acceptance.conftest import Rig, child_env, scaled, spawn_workers, timeout
+from tests.acceptance.conftest import (
+    Rig,
+    child_env,
+    scaled,
+    spawn_relay,
+    spawn_workers,
+    timeout,
+)
+from tests.acceptance.servers import RedisServer
 
 POOLS = {"email_high": (1, 4), "email_bulk": (1, 8)}
 
@@ -125,3 +134,50 @@ def test_sigkill_mid_drain_resends_at_most_one_message_per_thread(
     )
     assert figures.statuses == {"sent": n}
     assert figures.duplicates <= kills * processes * threads, figures.as_dict()
+
+
+def test_pools_relays_and_a_redis_flush_mid_drain_lose_nothing(
+    fault_settings: Settings, rig: Rig, private_redis: RedisServer
+) -> None:
+    """Each result is in Postgres before its thread's next message leaves, and
+    nothing of it lives in Redis: killing the bulk pool, flushing Redis, killing
+    the relay and then both pools duplicates at most one message per thread
+    killed, and the flush none."""
+    url = private_redis.url  # the broker and every other key of Outbox's in Redis
+    settings = dataclasses.replace(fault_settings, redis_url=url, broker_url=url)
+    high_pool, bulk_pool = POOLS["email_high"], POOLS["email_bulk"]
+    n, codes = scaled(1500), scaled(100)
+    add_emails(settings, n, prefix="nl")
+    add_emails(settings, codes, prefix="hi", priority="high")
+    sink = rig.sink(lambda _a: Behaviour(delay=0.002))
+    p = rig.pipeline(child_env(settings, sink.url), high=high_pool, bulk=bulk_pool)
+
+    def at(share: float) -> None:
+        target = int(n * share)
+        wait_until(lambda: len(sink.messages) >= target, timeout(60), f"{target} sent")
+
+    threads_killed = 0
+    at(0.2)
+    p.kill("email_bulk")
+    threads_killed += bulk_pool[0] * bulk_pool[1]
+    spawn_workers(p, "email_bulk", *bulk_pool)
+    at(0.4)
+    private_redis.client().flushall()  # the broker's queues and every other key
+    at(0.6)
+    p.kill("relay0")
+    spawn_relay(p, "relay0")
+    at(0.8)
+    for queue, pool in POOLS.items():
+        p.kill(queue)
+        threads_killed += pool[0] * pool[1]
+        spawn_workers(p, queue, *pool)
+    drained = wait_final(settings, n + codes, timeout=timeout(120))
+    figures = assert_no_loss(settings, sink)
+    report(
+        "1c pools and relay killed, Redis flushed, mid-drain",
+        figures=figures,
+        threads_killed=threads_killed,
+        drain_s=drained,
+    )
+    assert figures.statuses == {"sent": n + codes}
+    assert figures.duplicates <= threads_killed, figures.as_dict()
