@@ -536,6 +536,37 @@ def take_for_sending(conn: Conn, ids: Sequence[int], worker: str) -> list[Outbox
     return [OutboxRow(*r) for r in rows]
 
 
+def taken_by(conn: Conn, ids: Sequence[int], worker: str) -> list[OutboxRow]:
+    """The rows of ``ids`` that ``worker`` holds ``sending``: what a take whose
+    commit went unanswered did take."""
+    with translate_errors(), conn.cursor(row_factory=tuple_row) as cur:
+        rows = cur.execute(queries["taken_by"], {"ids": list(ids), "worker": worker}).fetchall()
+    return [OutboxRow(*r) for r in rows]
+
+
+def sweep_orphans(
+    conn: Conn,
+    process: str,
+    held: Collection[int],
+    *,
+    stuck_seconds: float,
+    max_attempts: int,
+    hold: bool,
+) -> dict[int, str]:
+    """Return the rows this live ``process`` has locked for ``stuck_seconds`` and
+    none of its threads holds, as uncertain attempts; their new status by id."""
+    args = {
+        "process": process,
+        "held": sorted(held),
+        "stuck_seconds": stuck_seconds,
+        "max_attempts": max_attempts,
+        "hold": hold,
+    }
+    with translate_errors():
+        rows = conn.execute(queries["sweep_orphans"], args).fetchall()
+    return {int(r[0]): str(r[1]) for r in rows}
+
+
 def release_unattempted(conn: Conn, ids: Sequence[int], worker: str, reason: str) -> None:
     args = {"ids": list(ids), "worker": worker, "reason": reason}
     with translate_errors():

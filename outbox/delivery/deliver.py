@@ -161,6 +161,8 @@ class Delivery:
         # During an outage each email's return is counted, and logged once per interval.
         self.returned = Summary(log, "emails returned to pending without an attempt")
         self.redactor = Redactor.from_settings(settings)
+        self._in_hand: set[int] = set()
+        self._in_hand_lock = threading.Lock()
 
     def close(self, timeout: float = 10.0) -> None:
         """At a clean stop, once no batch is running: results still on their way
@@ -225,9 +227,13 @@ class Delivery:
                 for item in committed:
                     item.wait()
             finally:
-                if deferred:
-                    with self.pool.connection() as conn:
-                        store.defer_paced(conn, deferred, worker)
+                try:
+                    if deferred:
+                        with self.pool.connection() as conn:
+                            store.defer_paced(conn, deferred, worker)
+                finally:
+                    with self._in_hand_lock:
+                        self._in_hand.difference_update(r.id for r in rows)
 
     def _hand_back(
         self, rows: Sequence[store.OutboxRow], worker: str, reason: str
@@ -238,19 +244,35 @@ class Delivery:
             for row in rows
         ]
 
+    def in_hand(self) -> set[int]:
+        """The rows this process's threads hold now: the heartbeat returns any
+        other row locked under this process's name (see store.sweep_orphans)."""
+        with self._in_hand_lock:
+            return set(self._in_hand)
+
     def _take(self, ids: Sequence[int], worker: str) -> list[store.OutboxRow]:
         """The rows, once Postgres answers: the broker message stays unacknowledged
-        meanwhile, so nothing is lost and nothing needs sweeping."""
+        meanwhile, so nothing is lost and nothing needs sweeping.
+
+        A take whose commit went unanswered may have taken the rows: the next
+        try reads back what this worker holds, and sends it, instead of
+        finding the rows no longer queued and leaving them ``sending``."""
         delay = 0.2
+        unanswered = False
         while True:
             try:
                 with self.pool.connection(timeout=self.settings.pool_timeout) as conn:
                     rows = store.take_for_sending(conn, ids, worker)
+                    if unanswered:
+                        rows = store.taken_by(conn, ids, worker)
                 self.postgres.ok()
+                with self._in_hand_lock:
+                    self._in_hand.update(r.id for r in rows)
                 return rows
             except StoreError as exc:
                 if self.stopping.is_set():
                     raise
+                unanswered = True
                 self.postgres.failed(exc)
                 self.stopping.wait(delay)
                 delay = min(1.0, delay * 2)  # back within a second of Postgres

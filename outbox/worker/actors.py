@@ -57,7 +57,7 @@ def deliver_bulk(ids: list[int]) -> None:
 
 @cache
 def heartbeat() -> Heartbeat:
-    return Heartbeat(default_settings(), delivery().pool)
+    return Heartbeat(default_settings(), delivery().pool, in_hand=delivery().in_hand)
 
 
 def warm_up() -> None:

@@ -17,7 +17,7 @@ import socket
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from typing import Any
 
 from outbox.config import Settings
@@ -57,11 +57,13 @@ class Heartbeat:
         settings: Settings,
         pool: store.Pool,
         *,
+        in_hand: Callable[[], Collection[int]] | None = None,
         exit_process: Callable[[int], None] = os._exit,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.settings = settings
         self.pool = pool
+        self.in_hand = in_hand  # the rows the process's threads hold (None: not a sender)
         self.name = process_name()
         self.queues = queues_of_argv(sys.argv)
         self.exit_process = exit_process
@@ -93,9 +95,11 @@ class Heartbeat:
             self.beat()
 
     def beat(self) -> bool:
-        """One beat and one pool check; False when Postgres could not be reached."""
+        """One beat, the return of rows no thread holds, and one pool check; False
+        when Postgres could not be reached."""
         try:
             store.beat(self._connection(), self.name, "worker", self._detail())
+            self._return_orphans()
         except StoreError as exc:
             log.debug("heartbeat not written: %s", exc)
             self._close()
@@ -103,6 +107,27 @@ class Heartbeat:
             return False
         self._check_pool()
         return True
+
+    def _return_orphans(self) -> None:
+        """Rows locked under this process's name that none of its threads holds
+        (a take or a hand-back whose answer was lost): the sweeper leaves a live
+        process's rows alone, so the process returns them itself."""
+        if self.in_hand is None:
+            return
+        settings = self.settings
+        returned = store.sweep_orphans(
+            self._connection(),
+            self.name,
+            self.in_hand(),
+            stuck_seconds=settings.stuck_seconds,
+            max_attempts=settings.max_attempts,
+            hold=settings.on_uncertain == "hold",
+        )
+        if returned:
+            log.warning(
+                "returned %d rows locked by this process that none of its threads held",
+                len(returned),
+            )
 
     def _check_pool(self) -> None:
         wait = self.settings.pool_timeout

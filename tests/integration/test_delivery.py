@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import psycopg
+import psycopg.conninfo
 import pytest
 
 from outbox import enqueue
@@ -19,6 +20,7 @@ from outbox.models import Priority
 from outbox.testing.sink import ACCEPT, Behaviour, Received, SmtpSink
 from tests.integration.helpers import add_login, add_newsletter, harness, query, statuses
 from tests.keys import SECRET
+from tests.lost_answer import LostAnswer
 
 
 def attempts(settings: Settings, outbox_id: int) -> list[tuple[Any, ...]]:
@@ -370,3 +372,25 @@ def test_each_result_is_committed_before_the_next_message_leaves(settings: Setti
     assert len(h.groups) == 0
     assert sink.uncommitted == []
     assert statuses(settings) == {"sent": 12}
+
+
+def test_a_take_whose_commit_went_unanswered_sends_what_it_took(settings: Settings) -> None:
+    # The take committed, the worker heard nothing (Postgres restarted, the
+    # network dropped): its retry must find the rows it holds, not skip them.
+    ids = add_newsletter(settings, 5)
+    params = psycopg.conninfo.conninfo_to_dict(settings.database_url)
+    front = LostAnswer((str(params.get("host") or "127.0.0.1"), int(params.get("port") or 5432)))
+    through = dataclasses.replace(settings, database_url=front.url(settings.database_url))
+    try:
+        with harness(through) as (h, sink):
+            h.relay.run_round()
+            (group,) = h.groups
+            front.arm(b"COMMIT")  # the take's commit: made, its answer lost
+            h.delivery.deliver(group)
+            assert front.cut.is_set()
+            assert h.delivery.in_hand() == set()
+    finally:
+        front.close()
+    assert sorted(group) == sorted(ids)
+    assert statuses(settings) == {"sent": 5}
+    assert len(sink.messages) == 5

@@ -7,7 +7,7 @@ import dataclasses
 from outbox.config import Settings
 from outbox.db import store
 from outbox.worker.heartbeat import EXIT_POOL_WEDGED, WEDGED_POOL_WAITS, Heartbeat, process_name
-from tests.integration.helpers import query
+from tests.integration.helpers import add_newsletter, query
 
 
 class Clock:
@@ -86,3 +86,33 @@ def test_postgres_away_is_not_blamed_on_the_pool(settings: Settings) -> None:
             assert beat.beat() is False
             clock.now += 10 * WEDGED_POOL_WAITS
     assert exits == []
+
+
+def test_a_beat_returns_rows_locked_by_this_process_that_no_thread_holds(
+    settings: Settings,
+) -> None:
+    ids = add_newsletter(settings, 4)
+    mine, in_hand, fresh, theirs = ids
+    me = process_name()
+    with store.Pool(settings.database_url, name="test", min_size=1, max_size=3) as pool:
+        with pool.connection() as conn:
+            claimed = [c.id for c in store.claim_due(conn, priority="bulk", limit=4, relay="r")]
+            assert sorted(claimed) == sorted(ids)
+            store.take_for_sending(conn, [mine, in_hand], f"{me}:Thread-1")
+            store.take_for_sending(conn, [fresh], f"{me}:Thread-2")
+            store.take_for_sending(conn, [theirs], "elsewhere:1:Thread-1")
+        # Locked long ago, except `fresh`, just taken (its thread may not have said so yet).
+        query(
+            settings,
+            "UPDATE email_outbox SET locked_at = now() - interval '1 hour'"
+            " WHERE id = ANY(%s) RETURNING id",
+            [mine, in_hand, theirs],
+        )
+        beat = Heartbeat(settings, pool, in_hand=lambda: {in_hand}, exit_process=lambda c: None)
+        assert beat.beat() is True
+        beat.close()
+    rows = dict(query(settings, "SELECT id, status FROM email_outbox"))
+    # Another process's row is the sweeper's, after that process falls silent.
+    assert rows == {mine: "pending", in_hand: "sending", fresh: "sending", theirs: "sending"}
+    attempts = query(settings, "SELECT outbox_id, verdict, worker FROM email_attempt")
+    assert attempts == [(mine, "uncertain", "heartbeat")]

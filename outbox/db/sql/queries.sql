@@ -293,6 +293,45 @@ RETURNING id, idempotency_key, recipient, template, params, message_id, priority
           coalesce(headers, '[]'), coalesce(tags, '{}'), coalesce(metadata, '{}'),
           coalesce(cc, '{}'), coalesce(bcc, '{}'), locale, coalesce(attachments, '[]');
 
+-- taken_by --
+-- The rows of ids this worker holds: after a take whose commit went unanswered,
+-- what the database says it took (the read-back, never an assumption).
+SELECT id,    idempotency_key, recipient, template, params, message_id, priority, attempts,
+       created_at, greatest(created_at, requeued_at, send_at) AS age_from, template_version,
+       trace_context,
+       sender, coalesce(reply_to, '{}'), subject, body_text, body_html,
+       coalesce(headers, '[]'), coalesce(tags, '{}'), coalesce(metadata, '{}'),
+       coalesce(cc, '{}'), coalesce(bcc, '{}'), locale, coalesce(attachments, '[]')
+FROM email_outbox
+WHERE id = ANY(%(ids)s) AND status = 'sending' AND locked_by = %(worker)s;
+
+-- sweep_orphans --
+-- Rows locked by this live process (host:pid) for the stuck threshold that
+-- none of its threads holds: a take or hand-back whose answer was lost left
+-- them. Its heartbeat keeps the sweeper away, so the process returns them
+-- itself, as an uncertain attempt (one may have been sent).
+WITH orphans AS (
+    SELECT o.id FROM email_outbox o
+    WHERE o.status = 'sending' AND starts_with(o.locked_by, %(process)s || ':')
+      AND o.locked_at < now() - make_interval(secs => %(stuck_seconds)s)
+      AND o.id <> ALL(%(held)s::bigint[])
+    FOR UPDATE OF o SKIP LOCKED
+), swept AS (
+    UPDATE email_outbox o
+    SET status = CASE WHEN o.attempts >= %(max_attempts)s THEN 'dead'
+                      WHEN %(hold)s THEN 'held' ELSE 'pending' END,
+        status_reason = 'swept: ' || coalesce(o.locked_by, '?') || ' no longer held it',
+        last_error = 'left sending by its own worker; delivery uncertain',
+        failed_at = CASE WHEN o.attempts >= %(max_attempts)s THEN now() ELSE o.failed_at END,
+        locked_by = NULL, locked_at = NULL
+    FROM orphans WHERE o.id = orphans.id
+    RETURNING o.id, o.attempts, o.status
+), attempts AS (
+    INSERT INTO email_attempt (outbox_id, attempt, verdict, reply_text, worker)
+    SELECT id, attempts, 'uncertain', 'left sending by its own worker', 'heartbeat' FROM swept
+)
+SELECT id, status FROM swept;
+
 -- release_unattempted --
 -- Hand back rows a worker took but never tried (shutdown, deadline); the
 -- attempt they were charged is refunded. Rows handed back or swept keep their
