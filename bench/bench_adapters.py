@@ -45,6 +45,7 @@ import outbox
 from outbox import intake
 from outbox.config import Settings
 from outbox.db import async_executors, executors, statement, store
+from outbox.intake import validation
 from outbox.web import api_keys
 
 ADMIN_URL = os.environ.get("DATABASE_URL") or "postgresql://postgres@127.0.0.1:5432/postgres"
@@ -110,9 +111,9 @@ def prebuilt(settings: Settings, n: int, *, prepares: bool) -> Iterator[statemen
     statements = []
     for _ in range(n):
         args = email_args(settings)
-        row = intake._validated(
+        row = validation.validated(
             settings, key=args["idempotency_key"], to=args["to"], template_name=args["template"],
-            params=args["params"], priority=None, fields=intake._Fields(), ready=ready,
+            params=args["params"], priority=None, fields=validation.Fields(), ready=ready,
         )  # fmt: skip
         values = {c.field: c.value(getattr(row, c.field)) for c in intake.COLUMNS}
         built = statement.insert_message(intake.COLUMNS, values)

@@ -83,6 +83,15 @@ def email_fields(body: object, pointer: str = "", *, with_key: bool = False) -> 
     """Every shape problem of one email object (``with_key``: a batch item names its key)."""
     if not isinstance(body, dict):
         return [BadField(pointer or "/", "must be a JSON object")]
+    errors = _name_errors(body, pointer, with_key=with_key)
+    errors += _type_errors(body, pointer, with_key=with_key)
+    errors += _value_errors(body, pointer)
+    errors += _attachment_fields(body.get("attachments"), f"{pointer}/attachments")
+    return sorted(errors, key=lambda e: e.where) if errors else errors
+
+
+def _name_errors(body: dict[str, Any], pointer: str, *, with_key: bool) -> list[BadField]:
+    """Fields an email does not have, and required ones missing."""
     allowed = _KEYED_FIELDS if with_key else _FIELD_NAMES  # made once: a batch checks 1,000
     errors = [
         BadField(f"{pointer}/{name}", "is not a field of an email")
@@ -92,8 +101,13 @@ def email_fields(body: object, pointer: str = "", *, with_key: bool = False) -> 
     errors += [
         BadField(f"{pointer}/{name}", "is required") for name in required if name not in body
     ]
+    return errors
+
+
+def _type_errors(body: dict[str, Any], pointer: str, *, with_key: bool) -> list[BadField]:
+    """Fields of the wrong JSON type."""
     strings = (*_STRINGS, "idempotency_key") if with_key else _STRINGS
-    errors += [
+    errors = [
         BadField(f"{pointer}/{name}", "must be a string")
         for name in strings
         if name in body and not isinstance(body[name], str)
@@ -105,14 +119,19 @@ def email_fields(body: object, pointer: str = "", *, with_key: bool = False) -> 
     ]
     if body.get("params") is not None and not isinstance(body["params"], dict):
         errors.append(BadField(f"{pointer}/params", "must be a JSON object"))
+    return errors
+
+
+def _value_errors(body: dict[str, Any], pointer: str) -> list[BadField]:
+    """Fields of the right type with a value no email has: another priority, a bare time."""
+    errors = []
     if body.get("priority") is not None and body["priority"] not in _PRIORITIES:
         errors.append(BadField(f"{pointer}/priority", "must be high or bulk"))
     if body.get("send_at") is not None and _instant(body["send_at"]) is None:
         errors.append(
             BadField(f"{pointer}/send_at", "must be an RFC 3339 date-time with a time zone")
         )
-    errors += _attachment_fields(body.get("attachments"), f"{pointer}/attachments")
-    return sorted(errors, key=lambda e: e.where) if errors else errors
+    return errors
 
 
 def enqueue_arguments(body: dict[str, Any]) -> dict[str, Any]:

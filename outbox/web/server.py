@@ -24,7 +24,6 @@ import logging
 import socket
 import threading
 from collections.abc import Mapping
-from dataclasses import dataclass
 from http import HTTPStatus
 from urllib.parse import parse_qs
 
@@ -46,11 +45,19 @@ from outbox.feedback.webhook_auth import scrape_authorized
 from outbox.feedback.webhooks import PREFIX as WEBHOOKS
 from outbox.feedback.webhooks import ProviderWebhooks
 from outbox.message import list_unsubscribe as unsubscribe
-from outbox.web.console import CSP as CONSOLE_CSP
 from outbox.web.console import PREFIX as CONSOLE
-from outbox.web.console import Asked, Console
+from outbox.web.console import Console
+from outbox.web.console_routes import ConsoleApp
 from outbox.web.emails_api import PREFIX as API
 from outbox.web.emails_api import ApiResponse, EmailsApi
+from outbox.web.http_common import (
+    MAX_BODY,
+    TEXT,
+    TOO_LARGE,
+    Response,
+    bounded_body,
+    starlette_response,
+)
 
 log = logging.getLogger(__name__)
 
@@ -61,9 +68,7 @@ _LINGER_SECONDS = 2.0  # a refused client's last bytes are read this long
 # cost a request a fraction of asyncio's own; asyncio's elsewhere.
 _LOOP = "uvloop" if importlib.util.find_spec("uvloop") is not None else "asyncio"
 
-MAX_BODY = 256 * 1024  # a Postmark bounce event may quote the whole message
 MAX_BATCH_BODY = 8 * 2**20  # POST /v1/emails/batch: up to 1,000 emails with their params
-_TEXT = "text/plain; charset=utf-8"
 _PAGE = """<!doctype html>
 <html lang="en"><head><meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
@@ -74,14 +79,6 @@ _PAGE = """<!doctype html>
 {body}
 </body></html>
 """
-
-
-@dataclass(frozen=True, slots=True)
-class Response:
-    status: HTTPStatus
-    body: str
-    content_type: str = "text/html; charset=utf-8"
-    headers: tuple[tuple[str, str], ...] = ()
 
 
 class Unsubscribes:
@@ -166,19 +163,19 @@ class App:
     ) -> Response:
         path, _ = split_target(target)
         if path == "/healthz":
-            return Response(HTTPStatus.OK, "ok\n", _TEXT)
+            return Response(HTTPStatus.OK, "ok\n", TEXT)
         if path == "/metrics":
             if self.metrics is None:  # served only with OUTBOX_METRICS_AUTH
-                return Response(HTTPStatus.NOT_FOUND, "not found\n", _TEXT)
+                return Response(HTTPStatus.NOT_FOUND, "not found\n", TEXT)
             return self._metrics(headers or {})
         if path.startswith(WEBHOOKS):
             if method != "POST":
-                return Response(HTTPStatus.METHOD_NOT_ALLOWED, "POST only\n", _TEXT)
+                return Response(HTTPStatus.METHOD_NOT_ALLOWED, "POST only\n", TEXT)
             provider = path.removeprefix(WEBHOOKS).strip("/")
             status, text = self.webhooks.handle(provider, headers or {}, body)
-            return Response(status, text, _TEXT)
+            return Response(status, text, TEXT)
         if self.unsubscribes is None:
-            return Response(HTTPStatus.NOT_FOUND, "not found\n", _TEXT)
+            return Response(HTTPStatus.NOT_FOUND, "not found\n", TEXT)
         return self.unsubscribes.handle(method, target, body)
 
     def _metrics(self, headers: Mapping[str, str]) -> Response:
@@ -188,7 +185,7 @@ class App:
             return Response(
                 HTTPStatus.UNAUTHORIZED,
                 "a scrape needs OUTBOX_METRICS_AUTH's credentials\n",
-                _TEXT,
+                TEXT,
                 (("WWW-Authenticate", f'{scheme} realm="outbox metrics"'),),
             )
         assert self.metrics is not None
@@ -198,58 +195,9 @@ class App:
         )
 
 
-# Sent with every answer. The pages are ours alone: no frame may hold them
-# (clickjacking the unsubscribe button), nothing loads from elsewhere, and the
-# token in the URL goes to no other site in a Referer.
-SECURITY_HEADERS = (
-    ("Cache-Control", "no-store"),
-    ("Referrer-Policy", "no-referrer"),
-    ("X-Frame-Options", "DENY"),
-    (
-        "Content-Security-Policy",
-        "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; "
-        "frame-ancestors 'none'; base-uri 'none'",
-    ),
-    ("X-Content-Type-Options", "nosniff"),
-)
-
-
 def asgi_app(app: App, console: Console | None = None) -> Starlette:
     """``app`` behind Starlette: each request's database work runs in a worker
     thread of a bounded pool (anyio's, 40 threads), never on the event loop."""
-
-    async def console_endpoint(request: Request) -> StarletteResponse:
-        assert console is not None
-        body = b""
-        if request.method == "POST":
-            read = await _bounded_body(request)
-            if read is None:
-                answer = Response(HTTPStatus.REQUEST_ENTITY_TOO_LARGE, "body too large\n", _TEXT)
-                return _starlette(answer, head=False)
-            body = read
-        asked = Asked(
-            method="GET" if request.method == "HEAD" else request.method,
-            path=request.url.path.removeprefix(CONSOLE) or "/",
-            query=_single(parse_qs(request.url.query)),
-            form=_single(parse_qs(body.decode("utf-8", "replace"))),
-            cookie=request.cookies.get(console.access.cookie_name),
-            client=request.client.host if request.client else None,
-            headers=dict(request.headers.items()),
-        )
-        page = await run_in_threadpool(console.handle, asked)
-        headers = dict(SECURITY_HEADERS)
-        headers["Content-Security-Policy"] = CONSOLE_CSP
-        if page.location:
-            headers["Location"] = page.location
-        if page.cookie:
-            headers["Set-Cookie"] = page.cookie
-        data = page.body.encode("utf-8")
-        return StarletteResponse(
-            b"" if request.method == "HEAD" else data,
-            status_code=int(page.status),
-            headers=headers,
-            media_type="text/html; charset=utf-8",
-        )
 
     async def endpoint(request: Request) -> StarletteResponse:
         if request.url.path.startswith(API):
@@ -260,22 +208,21 @@ def asgi_app(app: App, console: Console | None = None) -> Starlette:
             target += "?" + request.url.query
         body = b""
         if method == "POST":
-            read = await _bounded_body(request)
+            read = await bounded_body(request)
             if read is None:
-                answer = Response(HTTPStatus.REQUEST_ENTITY_TOO_LARGE, "body too large\n", _TEXT)
-                return _starlette(answer, head=False)
+                return starlette_response(TOO_LARGE, head=False)
             body = read
         if method not in ("GET", "POST"):
-            answer = Response(HTTPStatus.METHOD_NOT_ALLOWED, "GET or POST\n", _TEXT)
+            answer = Response(HTTPStatus.METHOD_NOT_ALLOWED, "GET or POST\n", TEXT)
         else:
             answer = await run_in_threadpool(
                 app.handle, method, target, body, dict(request.headers.items())
             )
-        return _starlette(answer, head=request.method == "HEAD")
+        return starlette_response(answer, head=request.method == "HEAD")
 
     async def api_endpoint(request: Request) -> StarletteResponse:
         limit = MAX_BATCH_BODY if request.url.path == "/v1/emails/batch" else MAX_BODY
-        body = await _bounded_body(request, limit)
+        body = await bounded_body(request, limit)
         if body is None:
             answer = ApiResponse(
                 413,
@@ -301,43 +248,13 @@ def asgi_app(app: App, console: Console | None = None) -> Starlette:
     methods = ["GET", "HEAD", "POST", "PUT", "DELETE", "PATCH", "OPTIONS"]
     routes = [Route("/{path:path}", endpoint, methods=methods)]
     if console is not None:
+        # Other methods fall through to the last route, which answers them 405.
+        console_app = ConsoleApp(console)
         routes[:0] = [
-            Route(CONSOLE, console_endpoint, methods=["GET", "HEAD", "POST"]),
-            Route(CONSOLE + "/{path:path}", console_endpoint, methods=["GET", "HEAD", "POST"]),
+            Route(CONSOLE, console_app, methods=["GET", "HEAD", "POST"]),
+            Route(CONSOLE + "/{path:path}", console_app, methods=["GET", "HEAD", "POST"]),
         ]
     return Starlette(routes=routes)
-
-
-def _single(parsed: dict[str, list[str]]) -> dict[str, str]:
-    """One value per field (the first): no console form repeats a name."""
-    return {k: v[0] for k, v in parsed.items() if v}
-
-
-async def _bounded_body(request: Request, limit: int = MAX_BODY) -> bytes | None:
-    """The body, or None when it is over ``limit`` (read no further than that)."""
-    declared = request.headers.get("content-length")
-    if declared is not None and (not declared.isdigit() or int(declared) > limit):
-        return None
-    chunks, size = [], 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
-            return None
-        chunks.append(chunk)
-    return b"".join(chunks)
-
-
-def _starlette(response: Response, *, head: bool) -> StarletteResponse:
-    data = response.body.encode("utf-8")
-    headers = dict(SECURITY_HEADERS)
-    headers.update(response.headers)
-    headers["Content-Length"] = str(len(data))
-    return StarletteResponse(
-        b"" if head else data,
-        status_code=int(response.status),
-        headers=headers,
-        media_type=response.content_type,
-    )
 
 
 class _RequestDeadline(HttpToolsProtocol):

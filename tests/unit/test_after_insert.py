@@ -1,14 +1,15 @@
-"""What enqueue's plan runs once new rows exist (intake._after_insert), without a database."""
+"""What enqueue's plan runs once new rows exist (plans.after_insert), without a database."""
 
 from __future__ import annotations
 
 import datetime as dt
 from typing import Any
 
-from outbox import intake
 from outbox.db import statement
+from outbox.db.row import Row
 from outbox.db.sql import queries
 from outbox.fields.files import check_files
+from outbox.intake import plans
 
 FILES = check_files(
     [{"filename": "b.txt", "content": b"bbb"}, {"filename": "a.txt", "content": b"aaa"}],
@@ -16,7 +17,7 @@ FILES = check_files(
 )
 
 
-def row(key: str, **fields: Any) -> intake._Row:
+def row(key: str, **fields: Any) -> Row:
     base = {
         "key": key,
         "recipient": "a@example.com",
@@ -27,11 +28,11 @@ def row(key: str, **fields: Any) -> intake._Row:
         "priority": "bulk",
         "template_version": None,
     }
-    return intake._Row(**{**base, **fields})
+    return Row(**{**base, **fields})
 
 
-def ran(created: list[tuple[intake._Row, int]], *, copied: bool) -> list[statement.Statement]:
-    plan = intake._after_insert(created, copied=copied)
+def ran(created: list[tuple[Row, int]], *, copied: bool) -> list[statement.Statement]:
+    plan = plans.after_insert(created, copied=copied)
     ops: list[statement.Statement] = []
     try:
         op = next(plan)

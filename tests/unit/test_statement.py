@@ -120,7 +120,7 @@ def test_copy_names_the_columns() -> None:
 
 def test_the_columns_follow_the_row_fields() -> None:
     # Every field but the attachments' bytes, stored apart once the row exists.
-    fields = [f.name for f in dataclasses.fields(intake._Row) if f.name != "files"]
+    fields = [f.name for f in dataclasses.fields(Row) if f.name != "files"]
     assert [c.field for c in intake.COLUMNS] == fields
     assert intake.COLUMNS[0] == Column("key", "idempotency_key")
     assert [c.name for c in intake.COLUMNS if c.json] == [
