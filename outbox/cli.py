@@ -376,7 +376,6 @@ def cmd_sweep(settings: Settings, args: argparse.Namespace) -> int:
     """Return lost rows once: queued ones the broker lost, sending ones of gone workers."""
     from outbox.broker import broker_kind  # noqa: PLC0415
     from outbox.db import store  # noqa: PLC0415
-    from outbox.delivery.journal import ResultJournal  # noqa: PLC0415
     from outbox.relay.sweep_guard import why_not_sweep_sending  # noqa: PLC0415
 
     with _connect(settings) as conn:
@@ -398,9 +397,6 @@ def cmd_sweep(settings: Settings, args: argparse.Namespace) -> int:
                 file=sys.stderr,
             )
         sending = not refusal or args.force
-        journal = ResultJournal(settings.redis_url, settings.namespace)
-        # What a killed worker had sent and journaled is recorded, not resent.
-        recovered = journal.recover(conn, stuck_seconds=settings.stuck_seconds) if sending else None
         swept = store.sweep(
             conn,
             stuck_seconds=settings.stuck_seconds,
@@ -409,23 +405,18 @@ def cmd_sweep(settings: Settings, args: argparse.Namespace) -> int:
             lost=lost,
             sending=sending,
         )
-    journaled = recovered.recorded if recovered else 0
-    if recovered:
-        journal.drop(recovered.finished)
     if args.json:
         print(
             _json(
                 {
                     "requeued_lost": swept.requeued,
                     "silent_workers_rows": swept.uncertain or 0,
-                    "journaled_results_recorded": journaled,
                 }
             )
         )
         return 0
     print(
         f"requeued {swept.requeued} queued rows the broker had lost; "
-        f"recorded {journaled} journaled results of silent worker processes; "
         f"rows of silent worker processes: {swept.uncertain or 0}"
     )
     return 0

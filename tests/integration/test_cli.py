@@ -11,11 +11,9 @@ import psycopg
 
 from outbox import enqueue
 from outbox.config import Settings
-from outbox.delivery.journal import ResultJournal
 from outbox.feedback.ingest import ingest
 from tests.integration.helpers import LOGIN, add_newsletter, query, statuses
 from tests.integration.test_bounces import dsn
-from tests.integration.test_result_writer import _sent
 
 
 def outbox(
@@ -242,30 +240,6 @@ def test_sweep_returns_the_rows_of_a_silent_worker_while_others_beat(settings: S
     assert statuses(settings) == {"pending": 2}
     verdicts = query(settings, "SELECT verdict, worker FROM email_attempt")
     assert verdicts == [("uncertain", "sweeper"), ("uncertain", "sweeper")]
-
-
-def test_sweep_records_what_a_silent_worker_journaled_instead_of_resending_it(
-    settings: Settings,
-) -> None:
-    first, second = add_newsletter(settings, 2)
-    _sending_of(settings, "gone:1", "1 hour")
-    query(
-        settings,
-        "INSERT INTO outbox_process (name, kind) VALUES ('live:2', 'worker') RETURNING name",
-    )
-    journal = ResultJournal(settings.redis_url, settings.namespace)
-    # Sent, not yet in Postgres.
-    assert journal.ensure(journal.record("gone:1:thread-1", _sent(first)))
-    journal.close()
-    result = outbox(settings, "sweep", "--json", env=QUICK)
-    assert result.returncode == 0, result.stderr
-    assert json.loads(result.stdout) == {
-        "requeued_lost": 0,
-        "silent_workers_rows": {"pending": 1},
-        "journaled_results_recorded": 1,
-    }
-    rows = query(settings, "SELECT id, status FROM email_outbox ORDER BY id")
-    assert rows == [(first, "sent"), (second, "pending")]
 
 
 def test_sweep_leaves_sending_rows_when_every_process_fell_silent_at_once(
