@@ -654,7 +654,7 @@ def status_counts_by_tag(conn: Conn, tag: str) -> list[tuple[str, str, int]]:
 
 
 def find_messages(conn: Conn, ref: dict[str, Any]) -> list[dict[str, Any]]:
-    """The rows ``ref`` (:func:`outbox.cli_input.email_ref`) names, oldest first."""
+    """The rows ``ref`` (:func:`outbox.cli.input.email_ref`) names, oldest first."""
     with translate_errors(), conn.cursor(row_factory=dict_row) as cur:
         return cur.execute(queries["find_message"], ref).fetchall()
 

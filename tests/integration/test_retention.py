@@ -12,7 +12,7 @@ import psycopg
 import pytest
 
 from outbox import enqueue, enqueue_many
-from outbox.cli_input import erasure_pattern
+from outbox.cli.input import erasure_pattern
 from outbox.config import Settings
 from outbox.db import store
 from outbox.errors import IdempotencyConflict

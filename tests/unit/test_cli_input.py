@@ -6,7 +6,7 @@ import datetime as dt
 
 import pytest
 
-from outbox.cli_input import (
+from outbox.cli.input import (
     RequeueFilter,
     email_ref,
     parse_duration,

@@ -37,7 +37,7 @@ LAYERS: list[set[str]] = [
         "message.list_unsubscribe",
         "message.return_path",
         "telemetry.metrics",
-        "cli_input",
+        "cli.input",
         "web.console_auth",
         "web.console_query",
         "web.chart",

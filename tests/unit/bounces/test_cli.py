@@ -97,3 +97,23 @@ def test_module_entry_point() -> None:
     )
     (line,) = completed.stdout.splitlines()
     assert json.loads(line)["class"] == "hard"
+
+
+def test_outbox_bounces_classify_loads_no_database_driver() -> None:
+    # Each command's module is imported when it runs: classify's only parses.
+    code = (
+        "import sys; from outbox.cli import main; "
+        f"status = main(['bounces', 'classify', {str(FIXTURES / 'qmail-no-host.eml')!r}]); "
+        "print(status, 'psycopg' in sys.modules, file=sys.stderr)"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.stderr.strip().splitlines()[-1] == "0 False", done.stderr
+    (line,) = done.stdout.splitlines()
+    assert json.loads(line)["class"] == "hard"

@@ -1,0 +1,58 @@
+"""``outbox api-keys``: the keys of the HTTP API (``outbox web``, /v1/)."""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import dataclass
+from typing import Any
+
+from outbox.cli.connecting import connect
+from outbox.cli.output import Printer, Refused, Result, Said
+from outbox.config import Settings
+from outbox.db import store
+from outbox.web import api_keys as keys
+
+
+@dataclass(frozen=True, slots=True)
+class ApiKeys(Result):
+    """``api-keys list``: every key, live or revoked, by its shown prefix."""
+
+    keys: list[dict[str, Any]]
+
+    def text(self) -> str:
+        return "\n".join(_key_line(key) for key in self.keys)
+
+
+def _key_line(key: dict[str, Any]) -> str:
+    state = f"revoked {key['revoked_at']:%Y-%m-%d %H:%M}" if key["revoked_at"] else "live"
+    return (
+        f"{key['created_at']:%Y-%m-%d %H:%M}  {key['prefix']}…  "
+        f"{','.join(key['scopes']):<10}  {state:<22}  {key['name']}"
+    )
+
+
+def api_keys(settings: Settings, args: argparse.Namespace, out: Printer) -> Result:
+    if args.action != "list" and not args.name:
+        return Refused(f"outbox api-keys {args.action} needs a NAME", code=2)
+    with connect(settings) as conn:
+        if args.action == "create":
+            token = keys.new_token()
+            scopes = keys.checked_scopes(args.scope or ["send"])
+            store.create_api_key(
+                conn,
+                name=args.name,
+                token_hash=keys.token_hash(token),
+                prefix=keys.shown_prefix(token),
+                scopes=scopes,
+            )
+            store.commit(conn)
+            out.note(
+                f"API key {args.name!r} ({', '.join(scopes)}): store it now, it is not shown again"
+            )
+            # The one time the key is shown: only its hash is kept.
+            return Said(token)
+        if args.action == "revoke":
+            revoked = store.revoke_api_key(conn, args.name)
+            store.commit(conn)
+            return Said("revoked") if revoked else Said(f"no live API key named {args.name!r}", 1)
+        return ApiKeys(store.list_api_keys(conn))

@@ -1,0 +1,77 @@
+"""``outbox bounces serve|ingest|reprocess``: bounces received, stored and applied.
+
+``outbox bounces classify`` only parses: it is :mod:`outbox.cli.bounce_classify_command`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from outbox.cli.connecting import connect
+from outbox.cli.output import Done, JsonLines, JsonResult, Printer, Redaction, Result, encode
+from outbox.cli.stop_signals import stop_on_signals
+from outbox.config import Settings
+from outbox.feedback import ingest as feedback
+from outbox.feedback.smtp_server import serve
+from outbox.redact import recipient_tag
+from outbox.telemetry.setup import setup_tracing
+
+
+@dataclass(frozen=True, slots=True)
+class Ingested(JsonResult):
+    """What each message file did: one JSON object a line, the one form an MTA's pipe logs."""
+
+    reports: list[dict[str, Any]]
+
+    def json(self) -> Any:
+        return JsonLines(self.reports)
+
+    def text(self) -> str:
+        return encode(self.json())
+
+    def redaction(self) -> Redaction:
+        # The results name the bounced recipients: tagged, like every other output.
+        return Redaction.ADDRESSES
+
+
+@dataclass(frozen=True, slots=True)
+class Reprocessed(JsonResult):
+    processed: int  # stored bounces not processed before
+
+    def json(self) -> Any:
+        return {"processed": self.processed}
+
+    def text(self) -> str:
+        return f"processed {self.processed} bounces"
+
+
+def bounces(settings: Settings, args: argparse.Namespace, out: Printer) -> Result:
+    setup_tracing("outbox-bounces")  # each bounce joins its email's trace
+    if args.action == "serve":
+        serve(settings, stop_on_signals())
+        return Done()
+    with connect(settings) as conn:
+        if args.action == "reprocess":
+            return Reprocessed(feedback.process_pending(conn, settings))
+        reports = []
+        for path in args.files or ["-"]:
+            raw = sys.stdin.buffer.read() if path == "-" else Path(path).read_bytes()
+            done = feedback.ingest(conn, raw, settings, envelope_to=args.to)
+            reports.append(_report(done, settings))
+    return Ingested(reports)
+
+
+def _report(done: feedback.Processed, settings: Settings) -> dict[str, Any]:
+    return {
+        "bounce_id": done.bounce_id,
+        "link": done.link.via,
+        "outbox_id": done.link.outbox_id,
+        "forged": done.link.forged,
+        "results": [r.to_json() for r in done.results],
+        "suppressed": [recipient_tag(a, secret=settings.secret) for a in done.suppressed],
+        "unprocessable": done.unprocessable is not None,
+    }

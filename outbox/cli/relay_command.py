@@ -1,0 +1,44 @@
+"""``outbox relay``: publish due rows to the broker and sweep stuck ones, until stopped."""
+
+from __future__ import annotations
+
+import argparse
+
+from outbox.broker import broker_kind, make_broker
+from outbox.cli.output import Done, Printer, Result
+from outbox.cli.stop_signals import stop_on_signals
+from outbox.config import Settings
+from outbox.db import store
+from outbox.models import Priority
+from outbox.relay.held import broker_watch
+from outbox.relay.loop import Relay
+from outbox.relay.publish import Publisher
+from outbox.relay.retention import Retention
+from outbox.telemetry.outages import quiet_pool_logs
+from outbox.telemetry.setup import setup_tracing
+
+
+def relay(settings: Settings, args: argparse.Namespace, out: Printer) -> Result:
+    setup_tracing("outbox-relay")
+    quiet_pool_logs()
+    stop = stop_on_signals()
+    if settings.retention_days:
+        Retention(settings, stop).start()
+    with store.Pool(
+        settings.database_url,
+        name="outbox-relay",
+        max_size=2,
+        prepare=settings.prepared_statements == "on",
+        timeout=settings.pool_timeout,
+    ) as pool:
+        priorities = [Priority(p) for p in args.priority or ("high", "bulk")]
+        broker = make_broker(settings)
+        # Redis can be asked what it holds and whether it restarted; RabbitMQ's
+        # durable queues keep what they were given, so nothing needs watching.
+        watch = (
+            broker_watch(settings, broker.client, priorities)  # type: ignore[attr-defined]
+            if broker_kind(settings.broker) == "redis"
+            else None
+        )
+        Relay(settings, pool, Publisher(broker), priorities=priorities, watch=watch).run(stop)
+    return Done()

@@ -1,0 +1,147 @@
+"""``outbox status``: rows per status and priority, and the health of every part.
+
+It exits 1 when some part is down, 2 when Postgres cannot be reached: a probe's answer.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from outbox.cli.connecting import connect
+from outbox.cli.output import JsonResult, Printer, Result
+from outbox.config import Settings
+from outbox.db import store
+from outbox.errors import OutboxError, SchemaMissing
+from outbox.telemetry.health import Health, gather
+
+
+@dataclass(frozen=True, slots=True)
+class Unreachable(JsonResult):
+    """Postgres could not be reached: the health of the other parts, shown with it."""
+
+    health: Health
+    json_indent: ClassVar[int | None] = 2
+
+    def json(self) -> Any:
+        return {"health": self.health.as_dict()}
+
+    def text(self) -> str:
+        return health_text(self.health)
+
+    def exit_code(self) -> int:
+        return 2
+
+
+@dataclass(frozen=True, slots=True)
+class Status(JsonResult):
+    counts: list[tuple[str, str, int]]
+    tag: str | None
+    oldest: dict[str, float]  # seconds, by priority
+    paced: dict[str, int]  # rows waiting for a receiver's rate
+    health: Health
+    json_indent: ClassVar[int | None] = 2
+
+    def json(self) -> Any:
+        return {
+            "counts": [{"status": s, "priority": p, "count": n} for s, p, n in self.counts],
+            **({"tag": self.tag} if self.tag else {}),
+            "oldest_unsent_seconds": self.oldest,
+            "paced_pending": self.paced,
+            "health": self.health.as_dict(),
+        }
+
+    def text(self) -> str:
+        lines = [f"emails tagged {self.tag}:"] if self.tag else []
+        if self.counts:
+            lines.append(f"{'status':<10} {'priority':<8} {'count':>10}")
+        else:
+            lines.append("no email with that tag" if self.tag else "no email in the outbox yet")
+        lines += [f"{s:<10} {p:<8} {n:>10}" for s, p, n in self.counts]
+        lines += [f"oldest unsent {p}: {age:.1f}s" for p, age in sorted(self.oldest.items())]
+        lines += [f"pending for {r}'s rate: {n}" for r, n in self.paced.items()]
+        lines.append(health_text(self.health))
+        return "\n".join(lines)
+
+    def exit_code(self) -> int:
+        return 0 if self.health.ok else 1
+
+
+def status(settings: Settings, args: argparse.Namespace, out: Printer) -> Result:
+    try:
+        conn = connect(settings)
+    except OutboxError as exc:
+        # Said on stderr as every command does, and shown with the other parts' health.
+        out.note(f"outbox: {exc}")
+        return Unreachable(gather(settings, None, str(exc)))
+    with conn:
+        counts, oldest, paced = _counts(conn, args.tag)
+        health = gather(settings, conn)
+        with contextlib.suppress(OutboxError):
+            store.rollback(conn)
+    return Status(counts, args.tag, oldest, paced, health)
+
+
+def _counts(
+    conn: store.Conn, tag: str | None
+) -> tuple[list[tuple[str, str, int]], dict[str, float], dict[str, int]]:
+    """The rows' figures; none when Postgres fails to give them (its health says why)."""
+    try:
+        counts = store.status_counts_by_tag(conn, tag) if tag else store.status_counts(conn)
+        return counts, store.oldest_unsent(conn), store.paced_pending(conn)
+    except SchemaMissing:
+        raise  # said in one line, with what to do
+    except OutboxError:
+        with contextlib.suppress(OutboxError):
+            store.rollback(conn)  # the health checks need a usable connection
+        return [], {}, {}
+
+
+def health_text(health: Health) -> str:
+    lines = ["health:"]
+    pg = health.postgres
+    if pg.get("up"):
+        lines.append(f"  postgres   up ({pg['latency_ms']:.1f} ms)")
+    else:
+        lines.append(f"  postgres   DOWN: {pg.get('error', '')}")
+    broker = health.broker
+    if broker.get("up"):
+        waiting = ", ".join(f"{q} {n}" for q, n in broker["messages"].items())
+        lines.append(
+            f"  broker     up ({broker['latency_ms']:.1f} ms; messages waiting: {waiting})"
+        )
+    else:
+        lines.append(f"  broker     DOWN: {broker.get('error', '')}")
+    lines += [_transport_line(t) for t in health.transports]
+    if not health.transports and pg.get("up"):
+        lines.append("  transport  no send seen yet")
+    lines += [_process_line(p) for p in health.processes]
+    return "\n".join(lines)
+
+
+def _transport_line(t: dict[str, Any]) -> str:
+    if t["state"] != "open":
+        return f"  transport  {t['transport']} up"
+    return (
+        f"  transport  {t['transport']} DOWN since {t['down_since']}"
+        f" ({t['failures']} failures; last: {t['last_error']})"
+    )
+
+
+def _process_line(proc: dict[str, Any]) -> str:
+    state = "SILENT" if proc["silent"] else "alive"
+    detail = proc["detail"] or {}
+    what = ",".join(detail.get("queues") or detail.get("priorities") or [])
+    pool = detail.get("pool")
+    pool_text = (
+        f"; pool {pool['pool_available']}/{pool['pool_size']} free,"
+        f" {pool['requests_waiting']} waiting"
+        if pool
+        else ""
+    )
+    return (
+        f"  {proc['kind']:<10} {proc['name']} {what} {state},"
+        f" last beat {proc['last_beat_seconds_ago']:.1f}s ago{pool_text}"
+    )
