@@ -31,7 +31,7 @@ from psycopg_pool import ConnectionPool, PoolTimeout
 
 from outbox.db.row import COLUMNS
 from outbox.db.sql import migrations, qualified, queries, schema
-from outbox.db.sql.statements import Migration, concurrent_index_name, is_concurrent
+from outbox.db.sql.migration_files import Migration, concurrent_index_name, is_concurrent
 from outbox.db.statement import enqueue_function
 from outbox.delivery.breaker import BreakerState
 from outbox.errors import DuplicateKey, PoolExhausted, SchemaMissing, StoreError

@@ -9,8 +9,8 @@ from importlib import resources
 from typing import LiteralString, cast
 
 from outbox import config
+from outbox.db.sql.migration_files import Migration
 from outbox.db.sql.schema import qualify
-from outbox.db.sql.statements import Migration
 from outbox.errors import ConfigError
 
 # "-- name --" opens a query; the comment lines right after it describe it.
