@@ -44,7 +44,7 @@ from sqlalchemy.pool import NullPool
 import outbox
 from outbox import intake
 from outbox.config import Settings
-from outbox.db import async_executors, executors, statement, store
+from outbox.db import async_executors, enqueue_statements, executors, store
 from outbox.web import api_keys
 
 ADMIN_URL = os.environ.get("DATABASE_URL") or "postgresql://postgres@127.0.0.1:5432/postgres"
@@ -100,12 +100,14 @@ def per_op_us(run: Callable[[], None], commit: Callable[[], None]) -> float:
     return elapsed / PER_TX * 1e6
 
 
-def prebuilt(settings: Settings, n: int, *, prepares: bool) -> Iterator[statement.Statement]:
+def prebuilt(
+    settings: Settings, n: int, *, prepares: bool
+) -> Iterator[enqueue_statements.Statement]:
     """enqueue's statements, validated and built beforehand (all of them before
     this returns, so none of that is timed): what the driver alone costs. A
     driver that prepares nothing gets the enqueue function's call, as enqueue
     sends it there."""
-    function = statement.enqueue_function(intake.COLUMNS, "")
+    function = enqueue_statements.enqueue_function(intake.COLUMNS, "")
     ready: dict[str, Any] = {}
     statements = []
     for _ in range(n):
@@ -115,7 +117,7 @@ def prebuilt(settings: Settings, n: int, *, prepares: bool) -> Iterator[statemen
             params=args["params"], priority=None, fields=intake._Fields(), ready=ready,
         )  # fmt: skip
         values = {c.field: c.value(getattr(row, c.field)) for c in intake.COLUMNS}
-        built = statement.insert_message(intake.COLUMNS, values)
+        built = enqueue_statements.insert_message(intake.COLUMNS, values)
         statements.append(built if prepares else function.call(values))
     return iter(statements)
 

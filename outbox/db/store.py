@@ -29,10 +29,10 @@ from psycopg.rows import dict_row, tuple_row
 from psycopg.types.json import Jsonb
 from psycopg_pool import ConnectionPool, PoolTimeout
 
+from outbox.db.enqueue_statements import enqueue_function
 from outbox.db.row import COLUMNS
 from outbox.db.sql import migrations, qualified, queries, schema
 from outbox.db.sql.migration_files import Migration, concurrent_index_name, is_concurrent
-from outbox.db.statement import enqueue_function
 from outbox.delivery.breaker import BreakerState
 from outbox.errors import DuplicateKey, PoolExhausted, SchemaMissing, StoreError
 

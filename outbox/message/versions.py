@@ -24,7 +24,7 @@ import weakref
 from collections.abc import Callable, Hashable
 from contextlib import AbstractContextManager
 
-from outbox.db import statement, store
+from outbox.db import enqueue_statements, store
 from outbox.db.store import Conn
 from outbox.errors import TemplateError, UnknownTemplate
 from outbox.message.render import Template, TemplateSet
@@ -46,9 +46,9 @@ def is_stored(database: object, version: str) -> bool:
     return version in _by_connection.get(database, ())
 
 
-def store_statement(template: Template) -> statement.Statement:
+def store_statement(template: Template) -> enqueue_statements.Statement:
     """The statement that keeps ``template``'s version (run it in the caller's transaction)."""
-    return statement.store_template_version(
+    return enqueue_statements.store_template_version(
         version=template.version,
         name=template.name,
         files=template.files,

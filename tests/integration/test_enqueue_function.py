@@ -17,7 +17,7 @@ import pytest
 
 import outbox
 from outbox.config import Settings
-from outbox.db import sql, statement, store
+from outbox.db import enqueue_statements, sql, store
 from outbox.errors import StoreError
 from outbox.intake import COLUMNS
 from tests.conftest import ADMIN_URL, _with_database
@@ -43,8 +43,8 @@ def fresh(settings: Settings) -> Iterator[Settings]:
         admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'.encode())
 
 
-def _function() -> statement.EnqueueFunction:
-    return statement.enqueue_function(COLUMNS, sql.schema())
+def _function() -> enqueue_statements.EnqueueFunction:
+    return enqueue_statements.enqueue_function(COLUMNS, sql.schema())
 
 
 def _enqueue_psycopg2(settings: Settings, key: str) -> outbox.Enqueued:

@@ -24,7 +24,7 @@ import pytest
 
 import outbox
 from outbox.config import Settings
-from outbox.db import sql, statement, store
+from outbox.db import enqueue_statements, sql, store
 from outbox.db.sql.schema import FUNCTIONS, TABLES
 from outbox.errors import ConfigError
 from outbox.intake import COLUMNS
@@ -90,7 +90,7 @@ def test_migrate_builds_every_table_and_function_in_the_schema(in_schema: Settin
         ).fetchall()
         assert {r[0] for r in found} == TABLES
         # And this release's enqueue function (its name is a hash), in the schema too.
-        enqueue_function = statement.enqueue_function(COLUMNS, in_schema.schema)
+        enqueue_function = enqueue_statements.enqueue_function(COLUMNS, in_schema.schema)
         assert enqueue_function.name.startswith(f'"{in_schema.schema}".email_enqueue_')
         assert {r[0] for r in functions} == FUNCTIONS | {enqueue_function.name.split(".")[1]}
         states = store.migration_status(conn)

@@ -6,7 +6,7 @@ import datetime as dt
 from typing import Any
 
 from outbox import intake
-from outbox.db import statement
+from outbox.db import enqueue_statements
 from outbox.db.sql import queries
 from outbox.fields.files import check_files
 
@@ -30,13 +30,15 @@ def row(key: str, **fields: Any) -> intake._Row:
     return intake._Row(**{**base, **fields})
 
 
-def ran(created: list[tuple[intake._Row, int]], *, copied: bool) -> list[statement.Statement]:
+def ran(
+    created: list[tuple[intake._Row, int]], *, copied: bool
+) -> list[enqueue_statements.Statement]:
     plan = intake._after_insert(created, copied=copied)
-    ops: list[statement.Statement] = []
+    ops: list[enqueue_statements.Statement] = []
     try:
         op = next(plan)
         while True:
-            assert isinstance(op, statement.Statement)
+            assert isinstance(op, enqueue_statements.Statement)
             ops.append(op)
             op = plan.send([])
     except StopIteration:

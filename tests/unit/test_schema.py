@@ -8,9 +8,9 @@ import pytest
 
 from outbox import config
 from outbox.db import sql
+from outbox.db.enqueue_statements import copy_outbox, copy_sql
 from outbox.db.sql import migrations, queries
 from outbox.db.sql.schema import FUNCTIONS, TABLES, qualify
-from outbox.db.statement import copy_outbox, copy_sql
 from outbox.errors import ConfigError
 
 _CREATED_TABLE = re.compile(r"CREATE\s+TABLE\s+(?:IF\s+NOT\s+EXISTS\s+)?([a-z_]+)", re.I)
