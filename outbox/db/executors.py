@@ -120,7 +120,7 @@ class PsycopgExecutor:
                         for row in op.rows:
                             copy.write_row(row)
                     return []
-                # The SQL comes from queries.sql, its column lists from intake's row.
+                # The SQL comes from enqueue_statements.sql, its column lists from intake's row.
                 cur.execute(op.sql, op.params or None)
                 # The result's status, not cur.description: that builds column objects.
                 result = cur.pgresult

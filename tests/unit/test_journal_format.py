@@ -8,8 +8,7 @@ import re
 import orjson
 import pytest
 
-from outbox.db import store
-from outbox.db.sql import queries
+from outbox.db.store import results
 from outbox.delivery.journal import (
     Drop,
     commands,
@@ -22,8 +21,8 @@ from outbox.delivery.journal import (
 from outbox.delivery.writer import Pending
 
 
-def _record() -> store.AttemptRecord:
-    return store.AttemptRecord(
+def _record() -> results.AttemptRecord:
+    return results.AttemptRecord(
         id=7,
         attempt=2,
         status="sent",
@@ -61,17 +60,17 @@ def _positions(statement: str) -> dict[str, int]:
 
 
 def test_record_results_reads_each_place_of_an_entry_as_the_field_it_holds() -> None:
-    places = _positions(queries["record_results"])
-    assert places == {name: i for i, name in enumerate(store.ENTRY_FIELDS)}
-    refused = _positions(queries["suppress_refused"])
-    assert refused == {n: store.ENTRY_FIELDS.index(n) for n in refused}
+    places = _positions(results.queries["record_results"])
+    assert places == {name: i for i, name in enumerate(results.ENTRY_FIELDS)}
+    refused = _positions(results.queries["suppress_refused"])
+    assert refused == {n: results.ENTRY_FIELDS.index(n) for n in refused}
     assert set(refused) == {"id", "reply_code", "enhanced_status", "suppress"}
 
 
 def test_an_entry_holds_every_field_of_an_attempt_after_its_worker() -> None:
     entry = orjson.loads(encode("h:1:t", _record()))
-    assert store.ENTRY_FIELDS[0] == "worker"
-    assert dict(zip(store.ENTRY_FIELDS, entry, strict=True)) == {
+    assert results.ENTRY_FIELDS[0] == "worker"
+    assert dict(zip(results.ENTRY_FIELDS, entry, strict=True)) == {
         "worker": "h:1:t",
         **dataclasses.asdict(_record()),
     }
@@ -92,7 +91,7 @@ def test_an_entry_holds_its_texts_as_postgres_can_store_them() -> None:
     stored = dataclasses.replace(hostile, reason="a\ufffdb", reply_text="\ufffd" * 3)
     assert decode(encode("h:1:t", hostile)) == ("h:1:t", stored)
     clean = _record()
-    assert store.storable_attempt(clean) is clean  # no copy for a reply that needs none
+    assert results.storable_attempt(clean) is clean  # no copy for a reply that needs none
 
 
 @pytest.mark.parametrize("field", ["reason", "reply_text", "provider_message_id"])
@@ -183,7 +182,7 @@ def test_a_drop_keeps_its_place_between_the_results_around_it() -> None:
 def test_a_result_is_encoded_once_when_it_is_sent_and_keeps_its_entry() -> None:
     item = _sent(7)
     out = commands([item], _key_of, set())
-    assert isinstance(item.record, store.AttemptRecord)
+    assert isinstance(item.record, results.AttemptRecord)
     assert item.entry == encode("h:1:a", item.record)
     assert resp(b"HSET", b"h", b"7", item.entry) in out
     # One the writer encoded first goes as it is, never encoded again.
@@ -201,7 +200,7 @@ def test_a_result_that_cannot_be_json_is_left_out_and_the_others_go() -> None:
 
 
 def test_a_row_handed_back_untried_is_not_journaled() -> None:
-    back = Pending("h:1:a", store.Unattempted(5, "h:1:a", "transport down", 0.0))
+    back = Pending("h:1:a", results.Unattempted(5, "h:1:a", "transport down", 0.0))
     assert commands([back], _key_of, set()) == b""
 
 
