@@ -24,8 +24,8 @@ import weakref
 from collections.abc import Callable, Hashable
 from contextlib import AbstractContextManager
 
-from outbox.db import enqueue_statements, store
-from outbox.db.store import Conn
+from outbox.db import enqueue_statements
+from outbox.db.store import connections, sending
 from outbox.errors import TemplateError, UnknownTemplate
 from outbox.message.render import Template, TemplateSet
 
@@ -72,7 +72,7 @@ def resolve(
     templates: TemplateSet,
     name: str,
     version: str | None,
-    connect: Callable[[], AbstractContextManager[Conn]],
+    connect: Callable[[], AbstractContextManager[connections.Conn]],
     variant: str | None = None,
 ) -> Template:
     """The template a row was enqueued with; ``connect`` is used only for an older version."""
@@ -88,7 +88,7 @@ def resolve(
     if current is not None and current.version == version:
         return current
     with connect() as conn:
-        row = store.find_template_version(conn, version)
+        row = sending.find_template_version(conn, version)
     if row is None:
         raise TemplateError(f"template {name!r} version {version} is not stored")
     return templates.from_stored(row[0], version, row[1], row[2], row[3])
