@@ -44,7 +44,8 @@ from sqlalchemy.pool import NullPool
 import outbox
 from outbox import intake
 from outbox.config import Settings
-from outbox.db import async_executors, enqueue_statements, executors, store
+from outbox.db import async_executors, enqueue_statements, executors
+from outbox.db.store import api_key_rows, migration_runner
 from outbox.web import api_keys
 
 ADMIN_URL = os.environ.get("DATABASE_URL") or "postgresql://postgres@127.0.0.1:5432/postgres"
@@ -68,7 +69,7 @@ def database() -> Iterator[str]:
         admin.execute(f'CREATE DATABASE "{name}"'.encode())
     url = ADMIN_URL.rsplit("/", 1)[0] + f"/{name}"
     with psycopg.connect(url) as conn:
-        store.migrate(conn)
+        migration_runner.migrate(conn)
     try:
         yield url
     finally:
@@ -257,7 +258,7 @@ def free_port() -> int:
 def web_server(url: str, pool_size: int) -> Iterator[tuple[int, str]]:
     token = api_keys.new_token()
     with psycopg.connect(url) as conn:
-        store.create_api_key(conn, name="bench", token_hash=api_keys.token_hash(token),
+        api_key_rows.create_api_key(conn, name="bench", token_hash=api_keys.token_hash(token),
                              prefix=api_keys.shown_prefix(token), scopes=["send"])  # fmt: skip
         conn.commit()
     port = free_port()

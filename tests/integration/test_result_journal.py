@@ -13,7 +13,7 @@ import textwrap
 import redis
 
 from outbox.config import Settings
-from outbox.db import store
+from outbox.db.store import connections, processes, relaying, results
 from outbox.delivery.journal import ResultJournal, decode, journal_key, process_of
 from outbox.delivery.writer import Pending
 from tests.integration.helpers import add_newsletter, harness, pool, query, statuses, wait_until
@@ -24,7 +24,7 @@ DEAD = "gone-host:4242:worker-1"  # no heartbeat: a process killed mid-batch
 
 def _age_locks(settings: Settings, seconds: float) -> None:
     """The rows were taken ``seconds`` ago (the stuck threshold has passed)."""
-    with store.connect(settings.database_url, autocommit=True) as conn:
+    with connections.connect(settings.database_url, autocommit=True) as conn:
         conn.execute(
             "UPDATE email_outbox SET locked_at = now() - make_interval(secs => %s)"
             " WHERE status = 'sending'",
@@ -32,11 +32,13 @@ def _age_locks(settings: Settings, seconds: float) -> None:
         )
 
 
-def _sweep(settings: Settings) -> tuple[int, store.Swept]:
+def _sweep(settings: Settings) -> tuple[int, relaying.Swept]:
     journal = ResultJournal(settings.redis_url, settings.namespace)
     with pool(settings) as conn_pool, conn_pool.connection() as conn:
         recovered = journal.recover(conn, stuck_seconds=settings.stuck_seconds)
-        swept = store.sweep(conn, stuck_seconds=settings.stuck_seconds, max_attempts=8, hold=False)
+        swept = relaying.sweep(
+            conn, stuck_seconds=settings.stuck_seconds, max_attempts=8, hold=False
+        )
     journal.drop(recovered.finished)
     return recovered.recorded, swept
 
@@ -84,7 +86,7 @@ def test_a_live_process_journal_is_left_to_it(
     with pool(settings) as conn_pool:
         (row_id,) = _taken(settings, conn_pool, 1, live)
         with conn_pool.connection() as conn:
-            store.beat(conn, "live-host:7", "worker", {})
+            processes.beat(conn, "live-host:7", "worker", {})
     journal = ResultJournal(settings.redis_url, settings.namespace)
     assert journal.ensure(journal.record(live, _sent(row_id)))
     key = journal_key(settings.namespace, process_of(live))
@@ -227,7 +229,7 @@ def test_a_result_is_encoded_once_when_sent_and_the_writer_records_those_bytes(
     ticket = journal.add(item)
     assert item.entry is None  # not encoded while its thread goes on
     assert journal.ensure(ticket, item)
-    assert item.entry == store.result_entry("h:8:Thread-1", _sent(1))
+    assert item.entry == results.result_entry("h:8:Thread-1", _sent(1))
     journal.close()
     key = journal_key(settings.namespace, "h:8")
     wait_until(lambda: redis_client.hget(key, "1") == item.entry, 5)

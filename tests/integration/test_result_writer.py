@@ -11,29 +11,29 @@ from collections.abc import Callable, Iterator
 import pytest
 
 from outbox.config import Settings
-from outbox.db import store
+from outbox.db.store import connections, relaying, results, sending
 from outbox.delivery.writer import Pending, ResultWriter
 from outbox.errors import StoreError
 from tests.integration.helpers import add_newsletter, pool, query
 
 
-def connect(settings: Settings) -> Callable[[], store.Conn]:
-    return functools.partial(store.connect, settings.database_url, autocommit=True)
+def connect(settings: Settings) -> Callable[[], connections.Conn]:
+    return functools.partial(connections.connect, settings.database_url, autocommit=True)
 
 
-def _taken(settings: Settings, conn_pool: store.Pool, n: int, worker: str) -> list[int]:
+def _taken(settings: Settings, conn_pool: connections.Pool, n: int, worker: str) -> list[int]:
     ids = add_newsletter(settings, n)
     with conn_pool.connection() as conn:
-        claimed = store.claim_due(conn, priority="bulk", limit=n, relay="r1")
-        rows = store.take_for_sending(conn, [c.id for c in claimed], worker)
+        claimed = relaying.claim_due(conn, priority="bulk", limit=n, relay="r1")
+        rows = sending.take_for_sending(conn, [c.id for c in claimed], worker)
     assert sorted(r.id for r in rows) == sorted(ids)
     return ids
 
 
 def _sent(
     row_id: int, *, reply_code: int = 250, text: str = "2.0.0 queued as A1"
-) -> store.AttemptRecord:
-    return store.AttemptRecord(
+) -> results.AttemptRecord:
+    return results.AttemptRecord(
         id=row_id,
         attempt=1,
         status="sent",
@@ -53,7 +53,7 @@ def _sent(
 _OPEN: list[ResultWriter] = []
 
 
-def _writer(settings: Settings, connect_to: Callable[[], store.Conn]) -> ResultWriter:
+def _writer(settings: Settings, connect_to: Callable[[], connections.Conn]) -> ResultWriter:
     """A writer whose connection the test closes, whatever the test leaves held."""
     writer = ResultWriter(connect_to, max_age_seconds=settings.max_age_seconds)
     _OPEN.append(writer)
@@ -73,9 +73,9 @@ def test_results_of_many_threads_are_all_written(settings: Settings) -> None:
         workers = [f"w{n}" for n in range(4)]
         ids = add_newsletter(settings, 40)
         with conn_pool.connection() as conn:
-            claimed = [c.id for c in store.claim_due(conn, priority="bulk", limit=40, relay="r")]
+            claimed = [c.id for c in relaying.claim_due(conn, priority="bulk", limit=40, relay="r")]
             for n, worker in enumerate(workers):
-                store.take_for_sending(conn, claimed[n::4], worker)
+                sending.take_for_sending(conn, claimed[n::4], worker)
         statuses: dict[int, str | None] = {}
 
         def thread(worker: str, mine: list[int]) -> None:
@@ -161,7 +161,7 @@ def test_a_group_with_a_refused_recipient_records_every_result_and_suppresses_on
 def test_a_defect_in_writing_fails_the_waiting_threads_instead_of_hanging_them(
     settings: Settings,
 ) -> None:
-    def broken() -> store.Conn:
+    def broken() -> connections.Conn:
         raise RuntimeError("not a database error")  # a defect, not an outage
 
     writer = _writer(settings, broken)
@@ -177,10 +177,10 @@ def test_a_wait_writes_every_thread_result_held_in_one_statement(settings: Setti
     with pool(settings) as conn_pool:
         add_newsletter(settings, 4)
         with conn_pool.connection() as conn:
-            claimed = [c.id for c in store.claim_due(conn, priority="bulk", limit=4, relay="r")]
+            claimed = [c.id for c in relaying.claim_due(conn, priority="bulk", limit=4, relay="r")]
             mine, theirs = claimed[:2], claimed[2:]
-            store.take_for_sending(conn, mine, "w6a")
-            store.take_for_sending(conn, theirs, "w6b")
+            sending.take_for_sending(conn, mine, "w6a")
+            sending.take_for_sending(conn, theirs, "w6b")
         writer = _writer(settings, connect(settings))
         handles = [writer.submit("w6a", _sent(i)) for i in mine]
         others = [writer.submit("w6b", _sent(i)) for i in theirs]
@@ -201,7 +201,7 @@ def test_a_thread_waiting_while_another_writes_is_carried_by_that_write(
         gate = threading.Event()
         connected = threading.Event()
 
-        def slow_connect() -> store.Conn:
+        def slow_connect() -> connections.Conn:
             connected.set()
             gate.wait(10)  # the first thread's write holds here, its group taken
             return connect(settings)()
@@ -226,7 +226,7 @@ def test_a_thread_waiting_while_another_writes_is_carried_by_that_write(
 
 
 def _a_write_held_under_way(
-    settings: Settings, conn_pool: store.Pool, worker: str, *, connections: int = 3
+    settings: Settings, conn_pool: connections.Pool, worker: str, *, writer_connections: int = 3
 ) -> tuple[ResultWriter, Pending, int, threading.Thread, threading.Event]:
     """A writer whose first write (of one result, ``a``) is held while connecting
     until the returned gate is set; and a second row taken, not yet handed over."""
@@ -234,7 +234,7 @@ def _a_write_held_under_way(
     gate, connected = threading.Event(), threading.Event()
     made: list[int] = []
 
-    def connect_to() -> store.Conn:
+    def connect_to() -> connections.Conn:
         made.append(1)
         if len(made) == 1:
             connected.set()
@@ -242,7 +242,7 @@ def _a_write_held_under_way(
         return connect(settings)()
 
     writer = ResultWriter(
-        connect_to, max_age_seconds=settings.max_age_seconds, connections=connections
+        connect_to, max_age_seconds=settings.max_age_seconds, connections=writer_connections
     )
     _OPEN.append(writer)
     a = writer.submit(worker, _sent(first))
@@ -271,7 +271,7 @@ def test_with_every_connection_writing_a_thread_waits_then_writes_its_own(
 ) -> None:
     with pool(settings) as conn_pool:
         writer, a, second, writing, gate = _a_write_held_under_way(
-            settings, conn_pool, "w6e", connections=1
+            settings, conn_pool, "w6e", writer_connections=1
         )
         b = writer.submit("w6e", _sent(second))  # after a's group was taken
         waited: list[str | None] = []
@@ -315,7 +315,7 @@ def test_stop_while_postgres_refuses_connections_keeps_the_results(settings: Set
         down = threading.Event()
         down.set()
 
-        def connect_unless_down() -> store.Conn:
+        def connect_unless_down() -> connections.Conn:
             if down.is_set():
                 raise StoreError("connection refused (Postgres is down)")
             return connect(settings)()
@@ -337,7 +337,7 @@ def test_results_written_before_a_refused_hand_back_are_not_written_again(
         writer = _writer(settings, connect(settings))
         attempt = writer.submit("w10", _sent(sent))
         # jsonb refuses \u0000: the hand-back's statement fails after the attempts' one.
-        back = writer.submit("w10", store.Unattempted(handed_back, "w10", "path down \x00", 0.0))
+        back = writer.submit("w10", results.Unattempted(handed_back, "w10", "path down \x00", 0.0))
         assert writer.wait(back) == "pending"  # recorded without its reason
         assert attempt.result() == "sent"
     assert query(settings, "SELECT count(*) FROM email_attempt") == [(1,)]
