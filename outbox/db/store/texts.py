@@ -1,9 +1,14 @@
-"""Texts as Postgres text and jsonb columns can hold them (pure): a hostile reply
-or report is kept, readable, instead of failing the statement that records it."""
+"""Texts as Postgres text and jsonb columns can hold them (pure): replies, reports
+and reasons written by others, kept readable rather than failing their statement."""
 
 from __future__ import annotations
 
 from typing import Any
+
+
+def plain(value: str | None) -> bool:
+    """A text every column holds as it is: :func:`storable_text` leaves it alone."""
+    return value is None or (value.isascii() and "\x00" not in value)
 
 
 def storable_text(value: str | None) -> str | None:
@@ -29,8 +34,3 @@ def storable(value: Any) -> Any:
     if isinstance(value, list | tuple):
         return [storable(v) for v in value]
     return value
-
-
-def plain(value: str | None) -> bool:
-    """A text every column holds as it is: :func:`storable_text` leaves it alone."""
-    return value is None or (value.isascii() and "\x00" not in value)
