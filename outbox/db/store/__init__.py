@@ -37,6 +37,7 @@ batch so that no lock is held long; otherwise the caller owns the transaction.
 """
 
 # Re-exports for callers not yet moved to their concern's module.
+# (From here to the end of the file, __all__ included.)
 from outbox.db.store.api_key_rows import create_api_key, find_api_key, list_api_keys, revoke_api_key
 from outbox.db.store.bounce_reports import (
     RowTrace,
