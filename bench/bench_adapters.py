@@ -44,7 +44,8 @@ from sqlalchemy.pool import NullPool
 import outbox
 from outbox import intake
 from outbox.config import Settings
-from outbox.db import async_executors, executors, statement, store
+from outbox.db import async_executors, enqueue_statements, executors
+from outbox.db.store import api_key_rows, migration_runner
 from outbox.intake import validation
 from outbox.web import api_keys
 
@@ -69,7 +70,7 @@ def database() -> Iterator[str]:
         admin.execute(f'CREATE DATABASE "{name}"'.encode())
     url = ADMIN_URL.rsplit("/", 1)[0] + f"/{name}"
     with psycopg.connect(url) as conn:
-        store.migrate(conn)
+        migration_runner.migrate(conn)
     try:
         yield url
     finally:
@@ -101,12 +102,14 @@ def per_op_us(run: Callable[[], None], commit: Callable[[], None]) -> float:
     return elapsed / PER_TX * 1e6
 
 
-def prebuilt(settings: Settings, n: int, *, prepares: bool) -> Iterator[statement.Statement]:
+def prebuilt(
+    settings: Settings, n: int, *, prepares: bool
+) -> Iterator[enqueue_statements.Statement]:
     """enqueue's statements, validated and built beforehand (all of them before
     this returns, so none of that is timed): what the driver alone costs. A
     driver that prepares nothing gets the enqueue function's call, as enqueue
     sends it there."""
-    function = statement.enqueue_function(intake.COLUMNS, "")
+    function = enqueue_statements.enqueue_function(intake.COLUMNS, "")
     ready: dict[str, Any] = {}
     statements = []
     for _ in range(n):
@@ -116,7 +119,7 @@ def prebuilt(settings: Settings, n: int, *, prepares: bool) -> Iterator[statemen
             params=args["params"], priority=None, fields=validation.Fields(), ready=ready,
         )  # fmt: skip
         values = {c.field: c.value(getattr(row, c.field)) for c in intake.COLUMNS}
-        built = statement.insert_message(intake.COLUMNS, values)
+        built = enqueue_statements.insert_message(intake.COLUMNS, values)
         statements.append(built if prepares else function.call(values))
     return iter(statements)
 
@@ -256,7 +259,7 @@ def free_port() -> int:
 def web_server(url: str, pool_size: int) -> Iterator[tuple[int, str]]:
     token = api_keys.new_token()
     with psycopg.connect(url) as conn:
-        store.create_api_key(conn, name="bench", token_hash=api_keys.token_hash(token),
+        api_key_rows.create_api_key(conn, name="bench", token_hash=api_keys.token_hash(token),
                              prefix=api_keys.shown_prefix(token), scopes=["send"])  # fmt: skip
         conn.commit()
     port = free_port()

@@ -27,8 +27,7 @@ import httpx
 import psycopg
 
 from outbox.config import Settings
-from outbox.db import store
-from outbox.db.sql import queries
+from outbox.db.store import connections, console_pages
 from outbox.web.console_auth import hash_password
 from outbox.web.server import make_server
 
@@ -114,7 +113,7 @@ def plans(url: str) -> list[tuple[str, str]]:
     with psycopg.connect(url) as conn:
         (top,) = conn.execute("SELECT max(id) FROM email_outbox").fetchone()  # type: ignore[misc]
         # Every filter off, from the filters the store takes (so a new one is off too).
-        none = {**dataclasses.asdict(store.EmailFilter()), "from_id": 0}
+        none = {**dataclasses.asdict(console_pages.EmailFilter()), "from_id": 0}
         cases = [
             ("console_emails", {**none, "before": 2**63 - 1, "limit": 50}),
             ("console_emails", {**none, "status": "dead", "before": 2**63 - 1, "limit": 50}),
@@ -133,7 +132,7 @@ def plans(url: str) -> list[tuple[str, str]]:
             lines = [
                 str(r[0])
                 for r in conn.execute(
-                    b"EXPLAIN " + queries[name].encode(), args, prepare=False
+                    b"EXPLAIN " + console_pages.queries[name].encode(), args, prepare=False
                 ).fetchall()
             ]
             used = sorted(
@@ -196,7 +195,7 @@ def main() -> None:
             dead_id = conn.execute("SELECT max(id) FROM email_outbox WHERE status = 'dead'")
             (dead,) = dead_id.fetchone()  # type: ignore[misc]
             (top,) = conn.execute("SELECT max(id) FROM email_outbox").fetchone()  # type: ignore[misc]
-        with store.Pool(url, name="bench-console", max_size=8) as pool:
+        with connections.Pool(url, name="bench-console", max_size=8) as pool:
             server = make_server(settings, pool, "127.0.0.1", 0)
             thread = threading.Thread(target=server.serve_forever, daemon=True)
             thread.start()

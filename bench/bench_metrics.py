@@ -22,7 +22,7 @@ import psycopg
 
 from outbox import enqueue_many
 from outbox.config import Settings
-from outbox.db import store
+from outbox.db.store import migration_runner, relaying, results, sending
 from outbox.telemetry.metrics_server import OutboxCollector
 
 ADMIN_URL = os.environ.get("DATABASE_URL") or "postgresql://postgres@127.0.0.1:5432/postgres"
@@ -79,7 +79,7 @@ def main() -> None:
             admin.execute(f'CREATE DATABASE "{name}"')
     try:
         with psycopg.connect(url) as conn:
-            store.migrate(conn)
+            migration_runner.migrate(conn)
             if not conn.execute("SELECT 1 FROM email_outbox LIMIT 1").fetchone():
                 started = time.perf_counter()
                 for sql in FILL:
@@ -141,17 +141,17 @@ def traffic(settings: Settings, n: int) -> None:
             settings=settings,
         )
         conn.commit()
-        while claimed := store.claim_due(conn, priority="bulk", limit=500, relay="bench"):
+        while claimed := relaying.claim_due(conn, priority="bulk", limit=500, relay="bench"):
             conn.commit()
             ids = [c.id for c in claimed]
-            rows = store.take_for_sending(conn, ids, "bench:1")
+            rows = sending.take_for_sending(conn, ids, "bench:1")
             conn.commit()
             records = [
-                store.AttemptRecord(r.id, r.attempts, "sent", "250 ok", 0.0, "Q1", "sent",
+                results.AttemptRecord(r.id, r.attempts, "sent", "250 ok", 0.0, "Q1", "sent",
                                     "final_reply", 250, "2.0.0", "2.0.0 Ok", 12.0)
                 for r in rows
             ]  # fmt: skip
-            store.record_results(conn, [("bench:1", r) for r in records])
+            results.record_results(conn, [("bench:1", r) for r in records])
             conn.commit()
 
 

@@ -21,7 +21,7 @@ from pathlib import Path
 import psycopg
 
 from outbox import enqueue_many
-from outbox.db import store
+from outbox.db.store import results
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run as a script too
 from bench.run import database
@@ -58,9 +58,9 @@ def fresh_rows(conn: psycopg.Connection[tuple[object, ...]], n: int) -> list[int
     return ids
 
 
-def results(ids: list[int]) -> list[store.AttemptRecord]:
+def attempt_records(ids: list[int]) -> list[results.AttemptRecord]:
     return [
-        store.AttemptRecord(
+        results.AttemptRecord(
             id=i,
             attempt=1,
             status="sent",
@@ -91,7 +91,7 @@ def one_round(url: str, n: int, indexed: bool) -> tuple[float, list[float]]:
         started = time.perf_counter()
         for batch in batches:
             t0 = time.perf_counter()
-            store.record_results(conn, [(WORKER, r) for r in results(batch)])
+            results.record_results(conn, [(WORKER, r) for r in attempt_records(batch)])
             conn.commit()
             latencies.append((time.perf_counter() - t0) * 1000)
         return n / (time.perf_counter() - started), latencies

@@ -24,7 +24,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ed25519, rsa
 
 from outbox.config import PACKAGE_TEMPLATES, Settings
-from outbox.db.store import OutboxRow
+from outbox.db.store import sending
 from outbox.message.build import Envelope, build_message
 from outbox.message.compose import Composer
 from outbox.message.render import TemplateSet
@@ -92,7 +92,7 @@ def main() -> None:
         compile_ms = (time.perf_counter() - started) * 1000
         warm = composers["none"].templates.get(name)
         params = dict(template.example)
-        row = OutboxRow(
+        row = sending.OutboxRow(
             id=123456,
             idempotency_key=f"bench-{name}",
             recipient="alice@example.com",
@@ -136,7 +136,7 @@ def every_option(composers: dict[str, Composer], count: int) -> None:
     """One template message plain and with every per-message field, in the same run."""
     composer = composers["none"]
     template = composer.templates.get("login_code")
-    plain = OutboxRow(
+    plain = sending.OutboxRow(
         id=123456,
         idempotency_key="bench-plain",
         recipient="alice@example.com",

@@ -46,7 +46,7 @@ from psycopg_pool import ConnectionPool
 from bench.run import database, smtp_sink
 from outbox import enqueue_many
 from outbox.config import Settings
-from outbox.db import store
+from outbox.db.store import results, sending
 from outbox.delivery.deliver import Delivery, worker_name
 from outbox.models import Priority
 from outbox.relay.loop import Relay
@@ -64,17 +64,17 @@ class BatchDelivery(Delivery):
     def deliver(self, ids: Sequence[int]) -> None:
         worker = worker_name()  # nothing journaled: the old way had no journal
         with self.pool.connection() as conn:
-            rows = store.take_for_sending(conn, ids, worker)
+            rows = sending.take_for_sending(conn, ids, worker)
         records = []
         for row in rows:
             # The same gate per row as the new way: only the recording differs.
             if not self._may_send(worker):
                 raise RuntimeError("the transport's breaker opened during the benchmark")
             result = self._attempt(row, worker)
-            assert isinstance(result, store.AttemptRecord)
+            assert isinstance(result, results.AttemptRecord)
             records.append(result)
         with self.pool.connection() as conn:
-            store.record_results(conn, [(worker, r) for r in records])
+            results.record_results(conn, [(worker, r) for r in records])
 
 
 # Accept from loopback for any domain, queue (and fsync) it, then throw it away.

@@ -26,7 +26,7 @@ import psycopg
 
 from outbox import enqueue
 from outbox.config import Settings
-from outbox.db import store
+from outbox.db.store import data_retention
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run as a script too
 from bench.run import database
@@ -70,7 +70,7 @@ def fill(url: str, n: int) -> None:
 
 def measure(url: str) -> dict[str, int]:
     with psycopg.connect(url) as conn:
-        return store.storage_bytes(conn)
+        return data_retention.storage_bytes(conn)
 
 
 class Enqueues(threading.Thread):
@@ -168,7 +168,9 @@ def main() -> None:
         checkpoints_before = checkpoints(url)
         started = time.monotonic()
         with psycopg.connect(url) as conn:
-            purged = store.purge(conn, before=dt.datetime.now(dt.UTC) - dt.timedelta(days=30))
+            purged = data_retention.purge(
+                conn, before=dt.datetime.now(dt.UTC) - dt.timedelta(days=30)
+            )
         took = time.monotonic() - started
         checkpoints_during = checkpoints(url) - checkpoints_before
         traffic.stop.set()

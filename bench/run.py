@@ -43,7 +43,7 @@ from psycopg_pool import ConnectionPool
 
 from outbox import enqueue, enqueue_many
 from outbox.config import Settings
-from outbox.db import store
+from outbox.db.store import migration_runner, relaying, sending
 from outbox.delivery.deliver import Delivery
 from outbox.testing.pipeline import Pipeline
 from outbox.testing.redis_keys import drop_namespace
@@ -83,7 +83,7 @@ def database(tag: str) -> Iterator[str]:
     url = ADMIN_URL.rsplit("/", 1)[0] + f"/{name}"
     try:
         with psycopg.connect(url) as conn:
-            store.migrate(conn)
+            migration_runner.migrate(conn)
         yield url
     finally:
         with psycopg.connect(ADMIN_URL, autocommit=True) as admin:
@@ -250,7 +250,7 @@ def bench_raw_smtp(smtp_url: str, n: int) -> float:
                 conn.execute("UPDATE email_outbox SET status = 'queued'")
                 ids = [r[0] for r in conn.execute("SELECT id FROM email_outbox ORDER BY id")]
             with pool.connection() as conn:
-                rows = store.take_for_sending(conn, ids, "bench")
+                rows = sending.take_for_sending(conn, ids, "bench")
             messages = [delivery.build(row) for row in rows]
     host_port = smtp_url.removeprefix("smtp://")
     host, port = host_port.split(":")
@@ -455,7 +455,7 @@ def bench_claim(history: int, rows: int, scheduled: int = 0) -> None:
                 started = time.perf_counter()
                 claimed = 0
                 while claimed < rows:
-                    claimed += len(store.claim_due(conn, priority="bulk", limit=500, relay="b"))
+                    claimed += len(relaying.claim_due(conn, priority="bulk", limit=500, relay="b"))
                     conn.commit()
                 elapsed = time.perf_counter() - started
             results[label] = rows / elapsed

@@ -9,8 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from outbox.db import async_executors, executors, statement
-from outbox.db.statement import Plan
+from outbox.db import async_executors, enqueue_statements, executors
+from outbox.db.enqueue_statements import Plan
 from outbox.fields.cancellation import check_cancellation
 from outbox.models import Status
 from outbox.validate import check_key
@@ -64,7 +64,7 @@ async def cancel_async(
 def _plan(idempotency_key: object, reason: object, by: object) -> Plan[Cancellation]:
     key = check_key(idempotency_key)
     checked_reason, checked_by = check_cancellation(reason, by)
-    found = yield statement.cancel(key, reason=checked_reason, by=checked_by)
+    found = yield enqueue_statements.cancel(key, reason=checked_reason, by=checked_by)
     if not found:
         return Cancellation(False, None)
     row_id, before, cancelled = found[0]

@@ -221,9 +221,9 @@ def database_url_problem(url: str) -> str | None:
     elif "=" not in url:
         return f"DATABASE_URL must be a postgresql:// URL ({_DATABASE_URL_FORM})"
     # Commands that need no database do not load the driver.
-    from outbox.db.store import conninfo_problem  # noqa: PLC0415
+    from outbox.db.store import connections  # noqa: PLC0415
 
-    said = conninfo_problem(url)
+    said = connections.conninfo_problem(url)
     if said is None:
         return None
     said = re.sub(r'"[^"]*"', "…", " ".join(said.split()))

@@ -16,7 +16,7 @@ import pytest
 import redis
 
 from outbox.config import Settings
-from outbox.db import store
+from outbox.db.store import migration_runner
 from tests.rabbitmq import empty_queues, private_vhost
 from tests.spans import spans  # noqa: F401  # the fixture, for every test module
 
@@ -53,7 +53,7 @@ def database_url() -> Iterator[str]:
         admin.execute(f'CREATE DATABASE "{name}"')
     url = _with_database(ADMIN_URL, name)
     with psycopg.connect(url) as conn:
-        store.migrate(conn)
+        migration_runner.migrate(conn)
     yield url
     with psycopg.connect(ADMIN_URL, autocommit=True) as admin:
         admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')

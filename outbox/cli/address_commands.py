@@ -13,7 +13,7 @@ from outbox.cli.connecting import connect
 from outbox.cli.input import erasure_pattern, suppression_reason
 from outbox.cli.output import JsonResult, Printer, Refused, Result, Said, timestamp
 from outbox.config import Settings
-from outbox.db import store
+from outbox.db.store import connections, data_retention, suppressions
 from outbox.redact import recipient_tag
 from outbox.validate import normalize_address
 
@@ -28,7 +28,7 @@ class Suppressed:
     since: dt.datetime
 
     @classmethod
-    def of(cls, entry: store.Suppression, settings: Settings, *, reveal: bool) -> Suppressed:
+    def of(cls, entry: suppressions.Suppression, settings: Settings, *, reveal: bool) -> Suppressed:
         shown = entry.address if reveal else recipient_tag(entry.address, secret=settings.secret)
         return cls(shown, entry.scope, entry.reason, entry.created_at)
 
@@ -78,26 +78,26 @@ def suppress(settings: Settings, args: argparse.Namespace, out: Printer) -> Resu
         reason = suppression_reason(args.reason)  # checked before anything is written
     with connect(settings) as conn:
         if args.action == "add":
-            added = store.suppress(conn, address, reason=reason, scope=args.scope)
-            store.commit(conn)
+            added = suppressions.suppress(conn, address, reason=reason, scope=args.scope)
+            connections.commit(conn)
             return Said(f"suppressed ({args.scope})" if added else "already suppressed")
         if args.action == "remove":
-            removed = store.unsuppress(conn, args.address)
-            store.commit(conn)
+            removed = suppressions.unsuppress(conn, args.address)
+            connections.commit(conn)
             return Said("removed", 0) if removed else Said("not suppressed", 1)
         if args.action == "check":
-            found = store.find_suppression(conn, args.address)
+            found = suppressions.find_suppression(conn, args.address)
             return SuppressionCheck(
                 None if found is None else Suppressed.of(found, settings, reveal=False)
             )
-        entries = store.list_suppressions(conn)
+        entries = suppressions.list_suppressions(conn)
     return Suppressions([Suppressed.of(e, settings, reveal=args.reveal) for e in entries])
 
 
 @dataclass(frozen=True, slots=True)
 class Forgotten(JsonResult):
     tag: str  # the address's tag: the address itself is what was erased
-    forgotten: store.Forgotten
+    forgotten: data_retention.Forgotten
 
     def json(self) -> Any:
         return {"address": self.tag, **dataclasses.asdict(self.forgotten)}
@@ -118,6 +118,6 @@ def forget(settings: Settings, args: argparse.Namespace, out: Printer) -> Result
     address = sys.stdin.readline().strip() if args.address == "-" else args.address.strip()
     pattern = erasure_pattern(address)
     with connect(settings) as conn:
-        forgotten = store.forget(conn, address, pattern=pattern)
-        store.commit(conn)
+        forgotten = data_retention.forget(conn, address, pattern=pattern)
+        connections.commit(conn)
     return Forgotten(recipient_tag(address, secret=settings.secret), forgotten)

@@ -9,7 +9,7 @@ from typing import Any
 from outbox.cli.connecting import connect
 from outbox.cli.output import Printer, Refused, Result, Said
 from outbox.config import Settings
-from outbox.db import store
+from outbox.db.store import api_key_rows, connections
 from outbox.web import api_keys as keys
 
 
@@ -38,21 +38,21 @@ def api_keys(settings: Settings, args: argparse.Namespace, out: Printer) -> Resu
         if args.action == "create":
             token = keys.new_token()
             scopes = keys.checked_scopes(args.scope or ["send"])
-            store.create_api_key(
+            api_key_rows.create_api_key(
                 conn,
                 name=args.name,
                 token_hash=keys.token_hash(token),
                 prefix=keys.shown_prefix(token),
                 scopes=scopes,
             )
-            store.commit(conn)
+            connections.commit(conn)
             out.note(
                 f"API key {args.name!r} ({', '.join(scopes)}): store it now, it is not shown again"
             )
             # The one time the key is shown: only its hash is kept.
             return Said(token)
         if args.action == "revoke":
-            revoked = store.revoke_api_key(conn, args.name)
-            store.commit(conn)
+            revoked = api_key_rows.revoke_api_key(conn, args.name)
+            connections.commit(conn)
             return Said("revoked") if revoked else Said(f"no live API key named {args.name!r}", 1)
-        return ApiKeys(store.list_api_keys(conn))
+        return ApiKeys(api_key_rows.list_api_keys(conn))

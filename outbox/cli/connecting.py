@@ -5,18 +5,18 @@ from __future__ import annotations
 import re
 
 from outbox.config import Settings
-from outbox.db import store
+from outbox.db.store import connections
 from outbox.errors import OutboxError, StoreError
 from outbox.preflight import database_url_problem
 
 
-def connect(settings: Settings) -> store.Conn:
+def connect(settings: Settings) -> connections.Conn:
     """A connection to DATABASE_URL; :class:`OutboxError` says in one line what is wrong."""
     problem = database_url_problem(settings.database_url)
     if problem:
         raise OutboxError(problem)
     try:
-        return store.connect(settings.database_url)
+        return connections.connect(settings.database_url)
     except StoreError as exc:
         raise OutboxError(connect_failure(str(exc.__cause__))) from exc
 

@@ -23,7 +23,7 @@ from outbox.cli.output import (
     timestamp,
 )
 from outbox.config import Settings
-from outbox.db import store
+from outbox.db.store import connections, lookups, requeues
 from outbox.errors import OutboxError
 from outbox.redact import recipient_tag
 from outbox.telemetry.tracing import trace_id_of
@@ -115,18 +115,20 @@ def show(settings: Settings, args: argparse.Namespace, out: Printer) -> Result:
         if args.to is not None:
             # Read from stdin with "-", so the address is not even in the shell history.
             address = sys.stdin.readline().strip() if args.to == "-" else args.to.strip()
-            rows = store.find_messages_to(conn, address)
+            rows = lookups.find_messages_to(conn, address)
             if not rows:
                 return Refused(f"no email to {recipient_tag(address, secret=settings.secret)}")
         else:
-            rows = store.find_messages(conn, email_ref(args.ref))
+            rows = lookups.find_messages(conn, email_ref(args.ref))
             if not rows:
                 return Refused(f"no email with key, Message-ID, id or provider id {args.ref!r}")
         emails = [_email(conn, row, settings, reveal=args.reveal) for row in rows]
     return Emails(emails, reveal=args.reveal)
 
 
-def _email(conn: store.Conn, row: dict[str, Any], settings: Settings, *, reveal: bool) -> Email:
+def _email(
+    conn: connections.Conn, row: dict[str, Any], settings: Settings, *, reveal: bool
+) -> Email:
     outbox_id = row["id"]
     if not reveal:
         row["recipient"] = recipient_tag(row["recipient"], secret=settings.secret)
@@ -135,9 +137,9 @@ def _email(conn: store.Conn, row: dict[str, Any], settings: Settings, *, reveal:
     row.pop("params")  # may hold personal data; `outbox show` is for operators' logs too
     return Email(
         row,
-        store.list_attempts(conn, outbox_id),
-        store.list_events(conn, outbox_id),
-        store.list_bounces(conn, outbox_id),
+        lookups.list_attempts(conn, outbox_id),
+        lookups.list_events(conn, outbox_id),
+        lookups.list_bounces(conn, outbox_id),
     )
 
 
@@ -206,12 +208,12 @@ def requeue(settings: Settings, args: argparse.Namespace, out: Printer) -> Resul
 def _requeue_one(settings: Settings, ref: str, *, dry_run: bool) -> Result:
     with connect(settings) as conn:
         if dry_run:
-            rows = store.find_messages(conn, email_ref(ref))
-            store.rollback(conn)
+            rows = lookups.find_messages(conn, email_ref(ref))
+            connections.rollback(conn)
             count = sum(1 for r in rows if r["status"] in REQUEUEABLE)
         else:
-            count = len(store.requeue(conn, email_ref(ref)))
-            store.commit(conn)
+            count = len(requeues.requeue(conn, email_ref(ref)))
+            connections.commit(conn)
     if not count:
         return Refused(f"no failed, dead or held email with key, Message-ID or id {ref!r}")
     return RequeuedOne(count, dry_run)
@@ -221,8 +223,8 @@ def _requeue_selected(
     settings: Settings, selected: RequeueFilter, *, dry_run: bool, batch: int, out: Printer
 ) -> Result:
     with connect(settings) as conn:
-        counts = store.requeue_count(conn, selected.params())
-        store.rollback(conn)
+        counts = requeues.requeue_count(conn, selected.params())
+        connections.rollback(conn)
         total = sum(n for _, _, n in counts)
         if dry_run or not total:
             return WouldRequeue(counts, dry_run)
@@ -230,7 +232,7 @@ def _requeue_selected(
         def progress(done: int) -> None:
             out.progress(f"requeued {done}/{total}")
 
-        woken = store.requeue_matching(
+        woken = requeues.requeue_matching(
             conn,
             selected.params(),
             batch=max(1, batch),
@@ -245,7 +247,7 @@ def cancel(settings: Settings, args: argparse.Namespace, out: Printer) -> Result
     by = args.by or f"cli:{getpass.getuser()}"
     with connect(settings) as conn:
         done = cancelling.cancel(conn, args.key, reason=args.reason, by=by)
-        store.commit(conn)
+        connections.commit(conn)
     if done.status is None:
         return Refused(f"no email with key {args.key!r}")
     if not done.cancelled:

@@ -15,7 +15,7 @@ from outbox.cli.connecting import connect
 from outbox.cli.input import parse_duration
 from outbox.cli.output import JsonResult, Printer, Result, timestamp
 from outbox.config import Settings
-from outbox.db import store
+from outbox.db.store import connections, data_retention, migration_runner, processes, relaying
 from outbox.errors import BrokerError
 from outbox.models import Priority
 from outbox.relay.held import broker_watch
@@ -35,7 +35,7 @@ class Migrated(JsonResult):
 
 @dataclass(frozen=True, slots=True)
 class MigrationStatus(JsonResult):
-    states: list[store.MigrationState]
+    states: list[migration_runner.MigrationState]
     function_there: bool  # the enqueue function, made after the migrations
     json_indent: ClassVar[int | None] = 2
 
@@ -67,9 +67,10 @@ def migrate(settings: Settings, args: argparse.Namespace, out: Printer) -> Resul
     with connect(settings) as conn:
         if args.status:
             return MigrationStatus(
-                store.migration_status(conn), store.enqueue_function_present(conn)
+                migration_runner.migration_status(conn),
+                migration_runner.enqueue_function_present(conn),
             )
-        applied = store.migrate(
+        applied = migration_runner.migrate(
             conn,
             lock_timeout=args.lock_timeout,
             on_wait=lambda label, n: out.note(f"{label}: waiting for traffic's locks (try {n})"),
@@ -98,7 +99,7 @@ def sweep(settings: Settings, args: argparse.Namespace, out: Printer) -> Result:
         lost = (
             _lost_queued(settings, conn, out) if broker_kind(settings.broker) == "redis" else set()
         )
-        up, freshest = store.sweep_guard(conn)
+        up, freshest = processes.sweep_guard(conn)
         refusal = why_not_sweep_sending(
             postgres_up_seconds=up,
             freshest_beat_seconds=freshest,
@@ -113,7 +114,7 @@ def sweep(settings: Settings, args: argparse.Namespace, out: Printer) -> Result:
                 " workers' emails twice. Run again once the processes beat, or with --force"
                 " if every worker is known to be stopped"
             )
-        swept = store.sweep(
+        swept = relaying.sweep(
             conn,
             stuck_seconds=settings.stuck_seconds,
             max_attempts=settings.max_attempts,
@@ -124,9 +125,9 @@ def sweep(settings: Settings, args: argparse.Namespace, out: Printer) -> Result:
     return SweptRows(swept.requeued, swept.uncertain or 0)
 
 
-def _lost_queued(settings: Settings, conn: store.Conn, out: Printer) -> set[int]:
+def _lost_queued(settings: Settings, conn: connections.Conn, out: Printer) -> set[int]:
     """Queued rows Redis no longer holds (RabbitMQ's durable queues lose none)."""
-    candidates = store.queued_ids(conn, lost_after=1.0)
+    candidates = relaying.queued_ids(conn, lost_after=1.0)
     if not candidates:
         return set()
     client = redis.Redis.from_url(settings.broker, socket_connect_timeout=5, socket_timeout=5)
@@ -155,7 +156,7 @@ class WouldPurge(JsonResult):
 
 @dataclass(frozen=True, slots=True)
 class PurgedEmails(JsonResult):
-    purged: store.Purged
+    purged: data_retention.Purged
     before: dt.datetime
 
     def json(self) -> Any:
@@ -177,10 +178,10 @@ def purge(settings: Settings, args: argparse.Namespace, out: Printer) -> Result:
     before = dt.datetime.now(dt.UTC) - parse_duration(args.older_than)
     with connect(settings) as conn:
         if args.dry_run:
-            count = store.purge_count(conn, before=before)
-            store.rollback(conn)
+            count = data_retention.purge_count(conn, before=before)
+            connections.rollback(conn)
             return WouldPurge(count, before)
-        purged = store.purge(
+        purged = data_retention.purge(
             conn,
             before=before,
             batch=max(1, args.batch),

@@ -8,7 +8,7 @@ from outbox.broker import broker_kind, make_broker
 from outbox.cli.output import Done, Printer, Result
 from outbox.cli.stop_signals import stop_on_signals
 from outbox.config import Settings
-from outbox.db import store
+from outbox.db.store import connections
 from outbox.models import Priority
 from outbox.relay.held import broker_watch
 from outbox.relay.loop import Relay
@@ -24,7 +24,7 @@ def relay(settings: Settings, args: argparse.Namespace, out: Printer) -> Result:
     stop = stop_on_signals()
     if settings.retention_days:
         Retention(settings, stop).start()
-    with store.Pool(
+    with connections.Pool(
         settings.database_url,
         name="outbox-relay",
         max_size=2,

@@ -13,7 +13,7 @@ from typing import Any, ClassVar
 from outbox.cli.connecting import connect
 from outbox.cli.output import JsonResult, Printer, Result
 from outbox.config import Settings
-from outbox.db import store
+from outbox.db.store import connections, counts
 from outbox.errors import OutboxError, SchemaMissing
 from outbox.telemetry.health import Health, gather
 
@@ -80,22 +80,22 @@ def status(settings: Settings, args: argparse.Namespace, out: Printer) -> Result
         counts, oldest, paced = _counts(conn, args.tag)
         health = gather(settings, conn)
         with contextlib.suppress(OutboxError):
-            store.rollback(conn)
+            connections.rollback(conn)
     return Status(counts, args.tag, oldest, paced, health)
 
 
 def _counts(
-    conn: store.Conn, tag: str | None
+    conn: connections.Conn, tag: str | None
 ) -> tuple[list[tuple[str, str, int]], dict[str, float], dict[str, int]]:
     """The rows' figures; none when Postgres fails to give them (its health says why)."""
     try:
-        counts = store.status_counts_by_tag(conn, tag) if tag else store.status_counts(conn)
-        return counts, store.oldest_unsent(conn), store.paced_pending(conn)
+        by_status = counts.status_counts_by_tag(conn, tag) if tag else counts.status_counts(conn)
+        return by_status, counts.oldest_unsent(conn), counts.paced_pending(conn)
     except SchemaMissing:
         raise  # said in one line, with what to do
     except OutboxError:
         with contextlib.suppress(OutboxError):
-            store.rollback(conn)  # the health checks need a usable connection
+            connections.rollback(conn)  # the health checks need a usable connection
         return [], {}, {}
 
 

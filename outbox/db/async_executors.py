@@ -13,6 +13,7 @@ from typing import Any, Protocol, TypeVar, cast
 import psycopg
 from psycopg.rows import tuple_row
 
+from outbox.db.enqueue_statements import NUMERIC_DOLLAR, Copy, Op, Plan, Rows, copy_sql, render
 from outbox.db.executors import (
     TUPLES_OK,
     UNIQUE_VIOLATION,
@@ -20,7 +21,6 @@ from outbox.db.executors import (
     keeps_prepared,
     sqlstate,
 )
-from outbox.db.statement import NUMERIC_DOLLAR, Copy, Op, Plan, Rows, copy_sql, render
 from outbox.errors import DuplicateKey, StoreError
 
 T = TypeVar("T")

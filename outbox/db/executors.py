@@ -2,7 +2,7 @@
 
 Each executor takes the connection an application already has (psycopg 3,
 psycopg2, an SQLAlchemy ``Connection`` or ``Session``, Django's), runs the neutral
-statements of :mod:`outbox.db.statement` in that connection's current
+statements of :mod:`outbox.db.enqueue_statements` in that connection's current
 transaction and never commits. Driver errors become
 :class:`~outbox.errors.StoreError` here, a unique violation
 :class:`~outbox.errors.DuplicateKey`. Drivers other than psycopg 3 are
@@ -20,7 +20,7 @@ import psycopg
 from psycopg.pq import ExecStatus
 from psycopg.rows import tuple_row
 
-from outbox.db.statement import Copy, Op, Plan, Rows, copy_sql, render
+from outbox.db.enqueue_statements import Copy, Op, Plan, Rows, copy_sql, render
 from outbox.errors import DuplicateKey, StoreError
 
 T = TypeVar("T")
@@ -120,7 +120,7 @@ class PsycopgExecutor:
                         for row in op.rows:
                             copy.write_row(row)
                     return []
-                # The SQL comes from queries.sql, its column lists from intake's row.
+                # The SQL comes from enqueue_statements.sql, its column lists from intake's row.
                 cur.execute(op.sql, op.params or None)
                 # The result's status, not cur.description: that builds column objects.
                 result = cur.pgresult

@@ -2,7 +2,7 @@
 
 Intake (:mod:`outbox.intake`) validates an email into a :class:`Row`; every
 statement that writes one (insert_message, the multi-row insert, COPY, the
-enqueue function of :mod:`outbox.db.statement`) takes its columns from
+enqueue function of :mod:`outbox.db.enqueue_statements`) takes its columns from
 :data:`COLUMNS`, so a field added here reaches every driver unchanged.
 """
 
@@ -13,7 +13,7 @@ import operator
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from outbox.db.statement import Column
+from outbox.db.enqueue_statements import Column
 from outbox.fields import files
 
 
@@ -75,7 +75,7 @@ _ARRAYS = tuple((i, c) for i, c in enumerate(COLUMNS) if c.array)
 
 def values(row: Row) -> tuple[Any, ...]:
     """The row's columns in COLUMNS' order, as every driver binds them
-    (:meth:`outbox.db.statement.Column.value`): made once per email, so read in
+    (:meth:`outbox.db.enqueue_statements.Column.value`): made once per email, so read in
     one call, and only the array columns converted."""
     found = list(_READ(row))
     for i, column in _ARRAYS:

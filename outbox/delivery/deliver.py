@@ -24,7 +24,7 @@ from opentelemetry.trace import Link, Span, SpanKind, StatusCode
 from opentelemetry.trace import Status as TraceStatus
 
 from outbox.config import Settings
-from outbox.db import store
+from outbox.db.store import connections, results, sending, texts
 from outbox.delivery.breaker import Gate
 from outbox.delivery.classify import classify_reply, refuses_address
 from outbox.delivery.outage import SharedBreaker, describe_failure, is_path_failure
@@ -69,7 +69,7 @@ _LOG_LEVELS = {
 
 
 def _describe_attempt(
-    span: Span, row: store.OutboxRow, record: store.AttemptRecord, redactor: Redactor
+    span: Span, row: sending.OutboxRow, record: results.AttemptRecord, redactor: Redactor
 ) -> None:
     span.set_attributes(
         email_attributes(
@@ -128,7 +128,7 @@ class Delivery:
     def __init__(
         self,
         settings: Settings,
-        pool: store.Pool,
+        pool: connections.Pool,
         transport: Transport,
         *,
         rand: Callable[[], float] = random.random,
@@ -149,7 +149,7 @@ class Delivery:
         self.breaker = breaker or SharedBreaker(settings, pool.connection)
         self.results = ResultCommitter(
             functools.partial(
-                store.connect,
+                connections.connect,
                 settings.database_url,
                 autocommit=True,
                 timeout=settings.pool_timeout,
@@ -184,7 +184,7 @@ class Delivery:
                 "skipped %d of %d rows already taken or finished", len(ids) - len(rows), len(ids)
             )
         committed: list[Committed] = []
-        deferred: list[store.Deferral] = []
+        deferred: list[sending.Deferral] = []
         handled = 0  # rows of the batch with a result, a deferral or a hand-back
         previous: Committed | None = None  # the next dot waits for its commit
         try:
@@ -200,12 +200,12 @@ class Delivery:
                     self.returned.add(reason, len(rows) - index)
                     break
                 result = self._attempt(row, worker, previous)
-                if isinstance(result, store.Deferral):
+                if isinstance(result, sending.Deferral):
                     deferred.append(result)
                     continue
                 previous = self.results.submit(worker, result)
                 committed.append(previous)
-                if isinstance(result, store.Unattempted) and index + 1 < len(rows):
+                if isinstance(result, results.Unattempted) and index + 1 < len(rows):
                     # The path just failed: the rest of the batch would wait for the same
                     # timeout each, held `sending`; it goes back untried at once.
                     reason = f"not attempted, the path failed for the previous row: {result.reason}"
@@ -230,27 +230,27 @@ class Delivery:
                 try:
                     if deferred:
                         with self.pool.connection() as conn:
-                            store.defer_paced(conn, deferred, worker)
+                            sending.defer_paced(conn, deferred, worker)
                 finally:
                     with self._in_hand_lock:
                         self._in_hand.difference_update(r.id for r in rows)
 
     def _hand_back(
-        self, rows: Sequence[store.OutboxRow], worker: str, reason: str
+        self, rows: Sequence[sending.OutboxRow], worker: str, reason: str
     ) -> list[Committed]:
         """Rows of the batch returned to pending untried, through the committer."""
         return [
-            self.results.submit(worker, store.Unattempted(row.id, worker, reason, 0.0))
+            self.results.submit(worker, results.Unattempted(row.id, worker, reason, 0.0))
             for row in rows
         ]
 
     def in_hand(self) -> set[int]:
         """The rows this process's threads hold now: the heartbeat returns any
-        other row locked under this process's name (see store.sweep_orphans)."""
+        other row locked under this process's name (see relaying.sweep_orphans)."""
         with self._in_hand_lock:
             return set(self._in_hand)
 
-    def _take(self, ids: Sequence[int], worker: str) -> list[store.OutboxRow]:
+    def _take(self, ids: Sequence[int], worker: str) -> list[sending.OutboxRow]:
         """The rows, once Postgres answers: the broker message stays unacknowledged
         meanwhile, so nothing is lost and nothing needs sweeping.
 
@@ -262,9 +262,9 @@ class Delivery:
         while True:
             try:
                 with self.pool.connection(timeout=self.settings.pool_timeout) as conn:
-                    rows = store.take_for_sending(conn, ids, worker)
+                    rows = sending.take_for_sending(conn, ids, worker)
                     if unanswered:
-                        rows = store.taken_by(conn, ids, worker)
+                        rows = sending.taken_by(conn, ids, worker)
                 self.postgres.ok()
                 with self._in_hand_lock:
                     self._in_hand.update(r.id for r in rows)
@@ -295,7 +295,7 @@ class Delivery:
         last = f": {state.last_error}" if state.last_error else ""
         return f"transport {self.breaker.key} down, waiting for it{last}"
 
-    def _pace(self, row: store.OutboxRow) -> store.Deferral | None:
+    def _pace(self, row: sending.OutboxRow) -> sending.Deferral | None:
         """Wait for the row's slot under its receiver's rate, or say when to come back."""
         if self.pacer is None:
             return None
@@ -307,11 +307,11 @@ class Delivery:
             return None
         log.debug("email %s paced: %s at %s, back in %.2fs", row.id, slot.key, slot.rate, slot.wait)
         reason = f"paced: {slot.key} at {slot.rate}"
-        return store.Deferral(row.id, slot.wait, reason)
+        return sending.Deferral(row.id, slot.wait, reason)
 
     def _attempt(
-        self, row: store.OutboxRow, worker: str, previous: Committed | None = None
-    ) -> store.AttemptRecord | store.Deferral | store.Unattempted:
+        self, row: sending.OutboxRow, worker: str, previous: Committed | None = None
+    ) -> results.AttemptRecord | sending.Deferral | results.Unattempted:
         """One attempt in its own span: in the business event's trace for a
         login code (a child of the enqueue span, however many hours and retries
         later), linked to it for bulk mail; linked to the queue's consumer span."""
@@ -331,22 +331,22 @@ class Delivery:
             failures_by_type(span),
         ):
             record = self._attempt_in_span(row, worker, previous)
-            if isinstance(record, store.Deferral):
+            if isinstance(record, sending.Deferral):
                 span.add_event("paced", {"reason": record.reason, "delay": record.delay_seconds})
-            elif isinstance(record, store.Unattempted):
+            elif isinstance(record, results.Unattempted):
                 span.add_event("sending path down", {"reason": record.reason})
             elif span.is_recording():
                 _describe_attempt(span, row, record, self.redactor)
             return record
 
     def _attempt_in_span(
-        self, row: store.OutboxRow, worker: str, previous: Committed | None
-    ) -> store.AttemptRecord | store.Deferral | store.Unattempted:
+        self, row: sending.OutboxRow, worker: str, previous: Committed | None
+    ) -> results.AttemptRecord | sending.Deferral | results.Unattempted:
         """Build, pace, send, judge: each step may end the attempt early."""
         started = time.perf_counter()
         gate = _PreviousCommitted(previous)
         built = self._build_or_problem(row, gate)
-        if isinstance(built, store.Deferral):
+        if isinstance(built, sending.Deferral):
             return built
         reply: Reply | None = None
         if isinstance(built, Outcome):
@@ -357,14 +357,14 @@ class Delivery:
             if deferral is not None:
                 return deferral
             sent = self._send(row, worker, built, gate)
-            if isinstance(sent, store.Deferral | store.Unattempted):
+            if isinstance(sent, sending.Deferral | results.Unattempted):
                 return sent
             reply, outcome = sent
         return self._judged(row, reply, outcome, started)
 
     def _build_or_problem(
-        self, row: store.OutboxRow, gate: _PreviousCommitted
-    ) -> OutgoingMessage | Outcome | store.Deferral:
+        self, row: sending.OutboxRow, gate: _PreviousCommitted
+    ) -> OutgoingMessage | Outcome | sending.Deferral:
         try:
             return self.build(row, before_commit=gate)
         except AttachmentUnavailable as exc:
@@ -372,7 +372,7 @@ class Delivery:
             # file (or for this one to be fixed) without spending an attempt.
             if self._unavailable_logged.ready():
                 log.error("email %s waits (and others like it): %s", row.id, exc)
-            return store.Deferral(row.id, _UNAVAILABLE_WAIT, f"waiting for its attachment: {exc}")
+            return sending.Deferral(row.id, _UNAVAILABLE_WAIT, f"waiting for its attachment: {exc}")
         except Exception as exc:
             # Our own defect (a broken template, params of the wrong shape), not
             # the receiver's verdict, and this row's alone: retrying gives an
@@ -384,13 +384,17 @@ class Delivery:
             return Outcome(Verdict.RETRY, f"could not build the message: {problem}")
 
     def _send(
-        self, row: store.OutboxRow, worker: str, message: OutgoingMessage, gate: _PreviousCommitted
-    ) -> tuple[Reply | None, Outcome] | store.Deferral | store.Unattempted:
+        self,
+        row: sending.OutboxRow,
+        worker: str,
+        message: OutgoingMessage,
+        gate: _PreviousCommitted,
+    ) -> tuple[Reply | None, Outcome] | sending.Deferral | results.Unattempted:
         """The transport's reply and what it means, or why this was no attempt."""
         try:
             reply = self.transport.send(message)
         except TransportBusy as busy:  # nothing left: back to Postgres, not an attempt
-            return store.Deferral(row.id, busy.retry_after, f"transport busy: {busy}")
+            return sending.Deferral(row.id, busy.retry_after, f"transport busy: {busy}")
         except Exception as exc:
             # A transport defect: where the conversation stopped is unknown,
             # so the message may have left. Retried with the same Message-ID.
@@ -402,7 +406,7 @@ class Delivery:
             # result: nothing about this message was judged, nor could it leave.
             reason = "not an attempt, waited for the previous result to be recorded"
             self.returned.add("waited for Postgres to record the previous result")
-            return store.Unattempted(row.id, worker, reason, 0.0)
+            return results.Unattempted(row.id, worker, reason, 0.0)
         if is_path_failure(reply):
             return self._path_failed(row, worker, reply)
         self.breaker.observe(worker, failure=False)
@@ -411,7 +415,9 @@ class Delivery:
             _slow_down(self.pacer, row.recipient, reply)
         return reply, outcome
 
-    def _path_failed(self, row: store.OutboxRow, worker: str, reply: Reply) -> store.Unattempted:
+    def _path_failed(
+        self, row: sending.OutboxRow, worker: str, reply: Reply
+    ) -> results.Unattempted:
         """Our path failed, not this message: no attempt; the breaker counts it."""
         failure = describe_failure(reply)
         if self._trips_breaker(reply):
@@ -421,11 +427,11 @@ class Delivery:
         spread = min(self.settings.outage_probe_seconds, self.policy.base_seconds)
         # A provider's Retry-After is still a floor: sooner only earns another 429.
         delay = max(self.rand() * spread, getattr(reply, "retry_after", None) or 0.0)
-        return store.Unattempted(row.id, worker, reason, delay)
+        return results.Unattempted(row.id, worker, reason, delay)
 
     def _judged(
-        self, row: store.OutboxRow, reply: Reply | None, outcome: Outcome, started: float
-    ) -> store.AttemptRecord:
+        self, row: sending.OutboxRow, reply: Reply | None, outcome: Outcome, started: float
+    ) -> results.AttemptRecord:
         """The attempt as it is recorded: the retry policy's decision on the outcome."""
         now = dt.datetime.now(dt.UTC)
         decision = decide(
@@ -447,7 +453,7 @@ class Delivery:
                 decision.status.value,
                 self.redactor.text(decision.reason),
             )
-        return store.AttemptRecord(
+        return results.AttemptRecord(
             id=row.id,
             attempt=row.attempts,
             status=decision.status.value,
@@ -466,7 +472,7 @@ class Delivery:
         )
 
     def build(
-        self, row: store.OutboxRow, *, before_commit: Callable[[], None] | None = None
+        self, row: sending.OutboxRow, *, before_commit: Callable[[], None] | None = None
     ) -> OutgoingMessage:
         ascii_recipient = row.recipient if row.recipient.isascii() else ascii_address(row.recipient)
         recipient = ascii_recipient or row.recipient
@@ -486,7 +492,7 @@ class Delivery:
             before_commit=before_commit,
         )
 
-    def _return_path(self, row: store.OutboxRow) -> str:
+    def _return_path(self, row: sending.OutboxRow) -> str:
         """VERP when a bounce domain is set: the bounce names its row."""
         settings = self.settings
         if not settings.bounce_domain:
@@ -495,7 +501,7 @@ class Delivery:
 
     def _release(self, ids: list[int], worker: str, reason: str) -> None:
         with self.pool.connection() as conn:
-            store.release_unattempted(conn, ids, worker, reason)
+            sending.release_unattempted(conn, ids, worker, reason)
         log.info("released %d unattempted rows: %s", len(ids), reason)
 
 
@@ -524,7 +530,7 @@ class _PreviousCommitted:
 def _each_recipient(reply: Reply) -> list[dict[str, Any]]:
     """Each recipient's RCPT reply of a message with cc or bcc, as the attempt stores it."""
     return [
-        {"address": r.address, "kind": r.kind, "code": r.code, "text": store.storable_text(r.text)}
+        {"address": r.address, "kind": r.kind, "code": r.code, "text": texts.storable_text(r.text)}
         for r in reply.recipients
     ]
 

@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable
 
 from outbox.config import Settings
-from outbox.db import store
+from outbox.db.store import connections, counts, shared_breakers
 from outbox.delivery.breaker import BreakerState, Gate, failed, gate, needs_write, succeeded
 from outbox.delivery.breaker import take_probe as _take_probe
 from outbox.errors import StoreError
@@ -25,7 +25,7 @@ from outbox.models import HttpReply, Reply, Stage
 
 log = logging.getLogger(__name__)
 
-Connect = Callable[[], contextlib.AbstractContextManager[store.Conn]]
+Connect = Callable[[], contextlib.AbstractContextManager[connections.Conn]]
 
 # RFC 9110 15.5.2 and 15.5.4: credentials missing or refused, about our account.
 _ACCOUNT = frozenset({401, 403})
@@ -148,18 +148,18 @@ class SharedBreaker:
     def _waiting(self) -> str:
         try:
             with self.connect() as conn:
-                counts = store.unsent_counts(conn)
+                unsent = counts.unsent_counts(conn)
         except StoreError:  # the pool's timeout too
             return "rows waiting: unknown"
-        shown = ", ".join(f"{n} {p}" for p, n in sorted(counts.items())) or "none"
+        shown = ", ".join(f"{n} {p}" for p, n in sorted(unsent.items())) or "none"
         return f"rows waiting: {shown}"
 
     def _change(
         self, change: Callable[[BreakerState, dt.datetime], BreakerState | None]
     ) -> tuple[BreakerState, BreakerState | None]:
         with self.connect() as conn:
-            before, after = store.change_breaker(conn, self.key, change)
-            store.commit(conn)
+            before, after = shared_breakers.change_breaker(conn, self.key, change)
+            connections.commit(conn)
         with self._lock:
             self._state = after if after is not None else before
             # The copy is as fresh as a read; its clock is the database's, roughly.
@@ -171,7 +171,7 @@ class SharedBreaker:
             return
         try:
             with self.connect() as conn:
-                state, now = store.read_breaker(conn, self.key)
+                state, now = shared_breakers.read_breaker(conn, self.key)
         except StoreError:  # the pool's timeout too
             self._read_at = time.monotonic()  # keep the copy; try again after refresh
             return

@@ -10,8 +10,8 @@ killed with SIGKILL therefore resends at most the message each thread had in
 flight, with its Message-ID; nothing about it depends on the broker.
 
 The committer's thread takes everything handed over since its last commit and
-writes it in one statement (:func:`outbox.db.store.record_results`, and
-:func:`outbox.db.store.return_unattempted` for rows handed back untried), so
+writes it in one statement (:func:`outbox.db.results.record_results`, and
+:func:`outbox.db.results.return_unattempted` for rows handed back untried), so
 eight threads cost about one commit per round trip of the relay, not eight.
 
 While Postgres is away the results wait here and the committer tries again
@@ -31,13 +31,13 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 
-from outbox.db import store
+from outbox.db.store import connections, results
 from outbox.errors import StoreError
 from outbox.telemetry.outages import DownOnce
 
 log = logging.getLogger(__name__)
 
-Result = store.AttemptRecord | store.Unattempted
+Result = results.AttemptRecord | results.Unattempted
 
 _RETRY_DELAYS = (0.1, 0.2, 0.5, 1.0)  # then every second until Postgres answers
 
@@ -75,9 +75,9 @@ class Committed:
 class ResultCommitter:
     """The per-process group committer (its thread starts with the first result)."""
 
-    def __init__(self, connect: Callable[[], store.Conn], *, max_age_seconds: float) -> None:
+    def __init__(self, connect: Callable[[], connections.Conn], *, max_age_seconds: float) -> None:
         self._connect = connect  # an autocommit connection of the committer's own
-        self._conn: store.Conn | None = None
+        self._conn: connections.Conn | None = None
         self.max_age_seconds = max_age_seconds
         self._waiting: list[Committed] = []
         self._changed = threading.Condition()
@@ -170,22 +170,22 @@ class ResultCommitter:
                 time.sleep(delay)
         self.postgres.ok()
 
-    def _unrecorded(self, conn: store.Conn, todo: list[Committed]) -> list[Committed]:
+    def _unrecorded(self, conn: connections.Conn, todo: list[Committed]) -> list[Committed]:
         """After a lost answer: the results whose rows are still held. The others
         were committed (or swept back); their attempts are not written twice."""
-        held = store.still_held(conn, [(i.result.id, i.worker) for i in todo])
+        held = results.still_held(conn, [(i.result.id, i.worker) for i in todo])
         for item in todo:
             if item.result.id not in held:
                 item._finish(None)
         return [item for item in todo if not item.done()]
 
-    def _write_all(self, conn: store.Conn, todo: Sequence[Committed]) -> None:
+    def _write_all(self, conn: connections.Conn, todo: Sequence[Committed]) -> None:
         """One statement for the group; split to single results when Postgres
         refuses it for its content (the connection's failures propagate)."""
         try:
             self._write(conn, todo)
         except StoreError as exc:
-            if store.connection_lost(exc, conn):
+            if connections.connection_lost(exc, conn):
                 raise
             for item in todo:
                 if item.done():
@@ -193,15 +193,15 @@ class ResultCommitter:
                 try:
                     self._write(conn, [item])
                 except StoreError as alone:
-                    if store.connection_lost(alone, conn):
+                    if connections.connection_lost(alone, conn):
                         raise
                     self._write_plain(conn, item, alone)
 
-    def _write(self, conn: store.Conn, items: Sequence[Committed]) -> None:
-        attempts = [(i, i.result) for i in items if isinstance(i.result, store.AttemptRecord)]
-        untried = [(i, i.result) for i in items if isinstance(i.result, store.Unattempted)]
+    def _write(self, conn: connections.Conn, items: Sequence[Committed]) -> None:
+        attempts = [(i, i.result) for i in items if isinstance(i.result, results.AttemptRecord)]
+        untried = [(i, i.result) for i in items if isinstance(i.result, results.Unattempted)]
         if attempts:
-            kept = store.record_results(conn, [(i.worker, r) for i, r in attempts])
+            kept = results.record_results(conn, [(i.worker, r) for i, r in attempts])
             lost = sorted(r.id for _, r in attempts if r.id not in kept)
             if lost:
                 log.warning("rows %s were swept back while being sent", lost[:20])
@@ -209,11 +209,11 @@ class ResultCommitter:
                 item._finish(r.status if r.id in kept else None)
         if untried:
             back = [u for _, u in untried]
-            statuses = store.return_unattempted(conn, back, max_age_seconds=self.max_age_seconds)
+            statuses = results.return_unattempted(conn, back, max_age_seconds=self.max_age_seconds)
             for item, u in untried:
                 item._finish(statuses.get(u.id))
 
-    def _write_plain(self, conn: store.Conn, item: Committed, exc: StoreError) -> None:
+    def _write_plain(self, conn: connections.Conn, item: Committed, exc: StoreError) -> None:
         """A result Postgres refused even alone: its state, without the reply's text."""
         log.error(
             "result of email %s refused by Postgres (%s); recorded without its reply",
@@ -222,7 +222,7 @@ class ResultCommitter:
         )
         result = item.result
         plain: Result
-        if isinstance(result, store.AttemptRecord):
+        if isinstance(result, results.AttemptRecord):
             plain = dataclasses.replace(
                 result,
                 reason=f"{result.status}; reply not storable",
@@ -238,13 +238,13 @@ class ResultCommitter:
         try:
             self._write(conn, [stand_in])
         except StoreError as again:
-            if store.connection_lost(again, conn):
+            if connections.connection_lost(again, conn):
                 raise
             item._finish(None, again)  # the row stays held; its batch fails loudly
         else:
             item._finish(stand_in.status)
 
-    def _connection(self) -> store.Conn:
+    def _connection(self) -> connections.Conn:
         if self._conn is None or self._conn.closed:
             self._conn = self._connect()
         return self._conn

@@ -17,7 +17,7 @@ from opentelemetry.trace import Span, SpanKind
 
 from outbox.bounces import BounceResult, parse_bounce, providers
 from outbox.config import Settings
-from outbox.db import store
+from outbox.db.store import bounce_reports, connections, suppressions
 from outbox.feedback.policy import Link, effects, soft_streak_reached
 from outbox.message.return_path import outbox_id_from_token, row_token_from_address
 from outbox.models import Priority
@@ -43,9 +43,9 @@ class Processed:
     unprocessable: str | None = None  # set aside: why processing failed
 
 
-def process_bounce(conn: store.Conn, bounce_id: int, settings: Settings) -> Processed | None:
+def process_bounce(conn: connections.Conn, bounce_id: int, settings: Settings) -> Processed | None:
     """Parse one stored bounce and apply it; None if it was already processed."""
-    stored = store.load_bounce(conn, bounce_id)
+    stored = bounce_reports.load_bounce(conn, bounce_id)
     if stored is None or stored.processed_at is not None:
         return None
     if stored.source == "mail":
@@ -63,7 +63,7 @@ def process_bounce(conn: store.Conn, bounce_id: int, settings: Settings) -> Proc
     with _bounce_span(conn, stored, link, results, settings.secret) as span:
         suppressed = _apply(conn, bounce_id, link, results, settings)
         span.set_attribute("outbox.bounce.suppressed", bool(suppressed))
-    store.finish_bounce(
+    bounce_reports.finish_bounce(
         conn,
         bounce_id,
         outbox_id=link.outbox_id,
@@ -75,7 +75,7 @@ def process_bounce(conn: store.Conn, bounce_id: int, settings: Settings) -> Proc
 
 
 def _apply(
-    conn: store.Conn,
+    conn: connections.Conn,
     bounce_id: int,
     link: Link,
     results: list[BounceResult],
@@ -85,18 +85,20 @@ def _apply(
     suppressed: list[str] = []
     for effect in effects(link, results):
         assert link.outbox_id is not None
-        store.mark_bounced(
+        bounce_reports.mark_bounced(
             conn, link.outbox_id, klass=effect.klass, reason=effect.reason, bounce_id=bounce_id
         )
         if effect.suppress == "soft_streak":
-            recent = store.recent_sends_to(conn, effect.address, settings.soft_bounce_limit)
+            recent = bounce_reports.recent_sends_to(
+                conn, effect.address, settings.soft_bounce_limit
+            )
             if not soft_streak_reached(recent, settings.soft_bounce_limit):
                 continue
             reason, detail = "soft_bounces", f"{settings.soft_bounce_limit} soft bounces in a row"
         else:
             reason, detail = str(effect.suppress), effect.reason
         scope = effect.scope
-        if store.suppress(
+        if suppressions.suppress(
             conn,
             effect.address,
             reason=reason,
@@ -112,15 +114,15 @@ def _apply(
 
 @contextmanager
 def _bounce_span(
-    conn: store.Conn,
-    stored: store.StoredBounce,
+    conn: connections.Conn,
+    stored: bounce_reports.StoredBounce,
     link: Link,
     results: list[BounceResult],
     tag_secret: str,
 ) -> Iterator[Span]:
     """The bounce in its email's trace: a child of the enqueue span for a login
     code, as its attempts are, and linked to it for bulk mail."""
-    row = store.bounced_row_trace(conn, link.outbox_id) if link.outbox_id else None
+    row = bounce_reports.bounced_row_trace(conn, link.outbox_id) if link.outbox_id else None
     parent = context_from(row.trace_context) if row else None
     transactional = row is not None and row.priority == Priority.HIGH and parent is not None
     linked = span_context_from(row.trace_context) if row and not transactional else None
@@ -138,10 +140,10 @@ def _bounce_span(
 
 
 def _bounce_attributes(
-    stored: store.StoredBounce,
+    stored: bounce_reports.StoredBounce,
     link: Link,
     results: list[BounceResult],
-    row: store.RowTrace | None,
+    row: bounce_reports.RowTrace | None,
     tag_secret: str,
 ) -> dict[str, str | int | bool]:
     attributes: dict[str, str | int | bool] = {
@@ -174,26 +176,28 @@ def _bounce_attributes(
 
 
 def ingest(
-    conn: store.Conn, raw: bytes, settings: Settings, envelope_to: str | None = None
+    conn: connections.Conn, raw: bytes, settings: Settings, envelope_to: str | None = None
 ) -> Processed:
     """Store a bounce, commit, then process it (a pipe transport or a file)."""
-    bounce_id = store.store_bounce(conn, raw, envelope_to)
-    store.commit(conn)
+    bounce_id = bounce_reports.store_bounce(conn, raw, envelope_to)
+    connections.commit(conn)
     processed = process_or_set_aside(conn, bounce_id, settings)
     assert processed is not None  # stored a moment ago
     return processed
 
 
-def process_pending(conn: store.Conn, settings: Settings) -> int:
+def process_pending(conn: connections.Conn, settings: Settings) -> int:
     """Process every stored bounce not yet processed; returns how many."""
     done = 0
-    for bounce_id in store.unprocessed_bounces(conn):
+    for bounce_id in bounce_reports.unprocessed_bounces(conn):
         if process_or_set_aside(conn, bounce_id, settings) is not None:
             done += 1
     return done
 
 
-def process_or_set_aside(conn: store.Conn, bounce_id: int, settings: Settings) -> Processed | None:
+def process_or_set_aside(
+    conn: connections.Conn, bounce_id: int, settings: Settings
+) -> Processed | None:
     """Process one stored report and commit; None if it was processed before.
 
     No report may stop the ones after it: one that fails for a reason of its
@@ -203,30 +207,33 @@ def process_or_set_aside(conn: store.Conn, bounce_id: int, settings: Settings) -
     """
     try:
         processed = process_bounce(conn, bounce_id, settings)
-        store.commit(conn)
+        connections.commit(conn)
         return processed
     except Exception as exc:
-        if store.connection_lost(exc, conn):
+        if connections.connection_lost(exc, conn):
             raise
-        store.rollback(conn)
+        connections.rollback(conn)
         reason = f"{type(exc).__name__}: {exc}"
-        store.mark_bounce_unprocessable(conn, bounce_id, reason)
-        store.commit(conn)
+        bounce_reports.mark_bounce_unprocessable(conn, bounce_id, reason)
+        connections.commit(conn)
         # The reason may quote the report; the log names only the kind of failure.
         log.warning("bounce #%d cannot be processed (%s); set aside", bounce_id, type(exc).__name__)
         return Processed(bounce_id, Link("none"), [], [], unprocessable=reason)
 
 
-def _provider_link(conn: store.Conn, report: providers.ProviderReport) -> Link:
+def _provider_link(conn: connections.Conn, report: providers.ProviderReport) -> Link:
     if report.provider_message_id:
-        found = store.find_row_by_provider_id(conn, report.provider_message_id)
+        found = bounce_reports.find_row_by_provider_id(conn, report.provider_message_id)
         if found:
             return Link("provider_id", found[0], found[1], copies=found[2])
     return Link("none")
 
 
 def _link(
-    conn: store.Conn, stored: store.StoredBounce, results: list[BounceResult], settings: Settings
+    conn: connections.Conn,
+    stored: bounce_reports.StoredBounce,
+    results: list[BounceResult],
+    settings: Settings,
 ) -> Link:
     tokens = [row_token_from_address(stored.envelope_to or "")]
     tokens += [r.verp_token for r in results]
@@ -237,12 +244,12 @@ def _link(
         )
         if outbox_id is None:
             return Link("none", forged=True)
-        found = store.find_row_for_bounce(conn, outbox_id=outbox_id, message_id=None)
+        found = bounce_reports.find_row_for_bounce(conn, outbox_id=outbox_id, message_id=None)
         if found:
             return Link("verp", found[0], found[1], copies=found[2])
     for result in results:
         if result.original_message_id:
-            found = store.find_row_for_bounce(
+            found = bounce_reports.find_row_for_bounce(
                 conn, outbox_id=None, message_id=result.original_message_id
             )
             if found:

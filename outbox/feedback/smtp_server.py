@@ -18,7 +18,7 @@ from aiosmtpd.controller import Controller
 from prometheus_client import Counter, start_http_server
 
 from outbox.config import Settings
-from outbox.db import store
+from outbox.db.store import bounce_reports, connections
 from outbox.errors import ConfigError, OutboxError
 from outbox.feedback.budget import PeerBudget
 from outbox.feedback.ingest import process_or_set_aside, process_pending
@@ -101,7 +101,7 @@ def _peer(session: Any) -> str:
 
 
 class BounceServer:
-    def __init__(self, settings: Settings, pool: store.Pool) -> None:
+    def __init__(self, settings: Settings, pool: connections.Pool) -> None:
         if not settings.bounce_domain:
             raise ConfigError("OUTBOX_BOUNCE_DOMAIN must be set to receive bounces")
         self.settings = settings
@@ -124,7 +124,7 @@ class BounceServer:
         if len(recipients) > 1:
             log.info("a message to %d bounce addresses is stored once", len(recipients))
         with self.pool.connection() as conn:  # committed on leaving
-            return store.store_bounce(conn, raw, (verp or recipients)[0])
+            return bounce_reports.store_bounce(conn, raw, (verp or recipients)[0])
 
     def process(self, bounce_id: int) -> None:
         try:
@@ -160,7 +160,7 @@ class BounceServer:
 
 
 def serve(settings: Settings, stop: threading.Event) -> None:
-    with store.Pool(
+    with connections.Pool(
         settings.database_url,
         name="outbox-bounces",
         max_size=4,

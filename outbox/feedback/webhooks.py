@@ -19,7 +19,7 @@ from http import HTTPStatus
 
 from outbox.bounces import providers
 from outbox.config import Settings
-from outbox.db import store
+from outbox.db.store import bounce_reports, connections
 from outbox.errors import StoreError, WebhookError
 from outbox.feedback.ingest import process_or_set_aside
 from outbox.feedback.webhook_auth import basic_auth_matches, svix_signature_valid
@@ -34,7 +34,7 @@ class ProviderWebhooks:
     """What the endpoint does, apart from HTTP parsing (tested directly)."""
 
     def __init__(
-        self, settings: Settings, pool: store.Pool, clock: Callable[[], float] = time.time
+        self, settings: Settings, pool: connections.Pool, clock: Callable[[], float] = time.time
     ) -> None:
         self.settings = settings
         self.pool = pool
@@ -70,8 +70,10 @@ class ProviderWebhooks:
         with self.pool.connection() as conn:
             # An event without its id is known by its bytes: a replay is stored once.
             event_id = report.event_id or "sha256:" + hashlib.sha256(body).hexdigest()
-            bounce_id = store.store_report(conn, body, source=report.provider, event_id=event_id)
-            store.commit(conn)  # kept before anything acts on it
+            bounce_id = bounce_reports.store_report(
+                conn, body, source=report.provider, event_id=event_id
+            )
+            connections.commit(conn)  # kept before anything acts on it
             if bounce_id is None:
                 return HTTPStatus.OK, "already received\n"
             try:

@@ -1,7 +1,7 @@
 """Intake: writing emails into the outbox inside the caller's transaction.
 
 Validation and the statements are built once, here, whatever the driver:
-each call is a *plan* (a generator of :mod:`outbox.db.statement` operations)
+each call is a *plan* (a generator of :mod:`outbox.db.enqueue_statements` operations)
 that an executor of :mod:`outbox.db.executors` or
 :mod:`outbox.db.async_executors` runs on the caller's connection, in its
 transaction, without committing. So psycopg 3, psycopg2, asyncpg and

@@ -17,8 +17,8 @@ import orjson
 
 from outbox.config import Settings, default_settings
 from outbox.db import async_executors, executors, sql
+from outbox.db.enqueue_statements import Plan
 from outbox.db.row import Row
-from outbox.db.statement import Plan
 from outbox.errors import ConfigError, IdempotencyConflict
 from outbox.intake.plans import Written, many_plan, one_plan
 from outbox.intake.validation import Fields, Ready, plain, validated, validated_rows

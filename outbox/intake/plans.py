@@ -1,6 +1,6 @@
 """The statements of an enqueue, as plans any executor runs on the caller's connection.
 
-A plan is a generator of :mod:`outbox.db.statement` operations: it yields
+A plan is a generator of :mod:`outbox.db.enqueue_statements` operations: it yields
 each and is sent its rows. One email is one insert (or a call of the
 function ``outbox migrate`` made of it); a batch streams into the outbox by
 COPY in a savepoint where it can, else takes one multi-row insert. What new
@@ -14,10 +14,10 @@ import time
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from outbox.db import sql, statement
+from outbox.db import enqueue_statements, sql
+from outbox.db.enqueue_statements import Plan, Rows
 from outbox.db.row import COLUMNS, Row, named_values
 from outbox.db.row import values as row_values
-from outbox.db.statement import Plan, Rows
 from outbox.errors import DuplicateKey, IdempotencyConflict, StoreError
 from outbox.intake.validation import Ready
 from outbox.message import versions as template_versions
@@ -45,17 +45,17 @@ def after_insert(created: Iterable[tuple[Row, int]], *, copied: bool) -> Plan[No
     new = list(created)
     with_copies = [id_ for row, id_ in new if row.cc or row.bcc]
     if with_copies:
-        yield statement.drop_suppressed_copies(with_copies)
+        yield enqueue_statements.drop_suppressed_copies(with_copies)
     scheduled = [id_ for row, id_ in new if row.send_at is not None]
     if copied and scheduled:
-        yield statement.schedule_new(scheduled)
+        yield enqueue_statements.schedule_new(scheduled)
     uses = [(id_, f) for row, id_ in new for f in row.files]
     if uses:
         # In hash order: transactions storing the same files wait for each other
         # in one order, so they cannot deadlock.
         files_by_hash = {f.sha256: f.content for _, f in sorted(uses, key=lambda u: u[1].sha256)}
-        yield statement.store_attachment_blobs(files_by_hash)
-        yield statement.use_attachments([(id_, f.sha256) for id_, f in uses])
+        yield enqueue_statements.store_attachment_blobs(files_by_hash)
+        yield enqueue_statements.use_attachments([(id_, f.sha256) for id_, f in uses])
 
 
 def one_plan(
@@ -66,7 +66,7 @@ def one_plan(
     if not found:
         # The key exists: a new statement sees it, even when another transaction
         # inserted it after the insert's snapshot (ON CONFLICT waited for it).
-        found = yield statement.find_by_key(row.key, row.content_hash)
+        found = yield enqueue_statements.find_by_key(row.key, row.content_hash)
     if not found:
         raise StoreError(f"idempotency key {row.key!r} neither inserted nor found")
     if found[0][3]:  # created
@@ -87,13 +87,13 @@ def _insert(values: dict[str, Any], database: object, *, prepares: bool) -> Plan
     """Insert one row: insert_message, or on a driver that prepares nothing (and
     so would plan it on every call) the function ``outbox migrate`` made of it."""
     if not prepares:
-        function = statement.enqueue_function(COLUMNS, sql.schema())
+        function = enqueue_statements.enqueue_function(COLUMNS, sql.schema())
         if (yield from _has_function(database, function)):
             return (yield function.call(values))
-    return (yield statement.insert_message(COLUMNS, values))
+    return (yield enqueue_statements.insert_message(COLUMNS, values))
 
 
-def _has_function(database: object, function: statement.EnqueueFunction) -> Plan[bool]:
+def _has_function(database: object, function: enqueue_statements.EnqueueFunction) -> Plan[bool]:
     # Only a database named by value is remembered: a connection object is not kept.
     key = (database, function.name)
     known = _functions.get(key) if isinstance(database, tuple) else None
@@ -122,7 +122,7 @@ def many_plan(
     # After the rows, in the same transaction: no statement may run during a COPY.
     yield from _store_versions(ready.values(), database)
     for priority in sorted({row.priority for row in written}):
-        yield statement.notify_due(priority)
+        yield enqueue_statements.notify_due(priority)
     return result
 
 
@@ -141,13 +141,13 @@ def _copy_plan(rows: Iterator[Row], written: list[Row]) -> Plan[list[Written] | 
 
     # Read before the savepoint, this also opens the caller's transaction when
     # none is open yet.
-    found = yield statement.outbox_id_mark()
+    found = yield enqueue_statements.outbox_id_mark()
     mark = int(found[0][0]) if found else 0
-    yield statement.SAVEPOINT
+    yield enqueue_statements.SAVEPOINT
     try:
-        yield statement.copy_outbox(COLUMNS, tracked())
-        last = yield statement.outbox_id_last()
-        copied = yield statement.copied_rows(mark, last[0][0] if last else 0)
+        yield enqueue_statements.copy_outbox(COLUMNS, tracked())
+        last = yield enqueue_statements.outbox_id_last()
+        copied = yield enqueue_statements.copied_rows(mark, last[0][0] if last else 0)
         if len(copied) != len(written):
             raise StoreError(f"copied {len(written)} rows but found {len(copied)}")
         if any(purged for _, _, purged in copied):
@@ -157,16 +157,17 @@ def _copy_plan(rows: Iterator[Row], written: list[Row]) -> Plan[list[Written] | 
         suppressed = [(id_, reason) for id_, reason, _ in copied if reason]
         if suppressed:
             ids, reasons = zip(*suppressed, strict=True)
-            yield statement.suppress_copied(ids, reasons)
+            yield enqueue_statements.suppress_copied(ids, reasons)
     except DuplicateKey:
-        yield statement.ROLLBACK_TO_SAVEPOINT
-        yield statement.RELEASE_SAVEPOINT
+        yield enqueue_statements.ROLLBACK_TO_SAVEPOINT
+        yield enqueue_statements.RELEASE_SAVEPOINT
         return None
     except Exception:
-        yield statement.ROLLBACK_TO_SAVEPOINT  # a refused row: the caller's transaction lives on
-        yield statement.RELEASE_SAVEPOINT
+        # A refused row: the caller's transaction lives on.
+        yield enqueue_statements.ROLLBACK_TO_SAVEPOINT
+        yield enqueue_statements.RELEASE_SAVEPOINT
         raise
-    yield statement.RELEASE_SAVEPOINT
+    yield enqueue_statements.RELEASE_SAVEPOINT
     return [
         (row.key, id_, row.message_id, True, "suppressed" if reason else "pending")
         for row, (id_, reason, _) in zip(written, copied, strict=True)
@@ -175,7 +176,7 @@ def _copy_plan(rows: Iterator[Row], written: list[Row]) -> Plan[list[Written] | 
 
 def _insert_rows_plan(rows: list[Row]) -> Plan[list[Written]]:
     """One multi-row INSERT: known keys come back as they are stored."""
-    found = yield statement.insert_rows(COLUMNS, map(row_values, rows))
+    found = yield enqueue_statements.insert_rows(COLUMNS, map(row_values, rows))
     conflicts = [r[0] for r in found if r[5]]
     if conflicts:  # nothing was written
         raise IdempotencyConflict(
@@ -185,7 +186,9 @@ def _insert_rows_plan(rows: list[Row]) -> Plan[list[Written]]:
     late = [r[0] for r in result if r[1] is None]
     if late:  # inserted by a concurrent transaction after this statement's snapshot
         hashes = {row.key: row.content_hash for row in rows}
-        stored = {k: (i, m, s, h) for k, i, m, s, h in (yield statement.existing_keys(late))}
+        stored = {
+            k: (i, m, s, h) for k, i, m, s, h in (yield enqueue_statements.existing_keys(late))
+        }
         # A tombstone keeps the first 16 hex digits of the hash: a prefix of the same content's.
         changed = [k for k in late if k in stored and not hashes[k].startswith(stored[k][3])]
         if changed:

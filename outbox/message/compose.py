@@ -12,8 +12,7 @@ from contextlib import AbstractContextManager
 from functools import cache
 
 from outbox.config import Settings
-from outbox.db import store
-from outbox.db.store import Conn, OutboxRow
+from outbox.db.store import connections, sending
 from outbox.errors import TemplateError
 from outbox.fields.inline import INLINE
 from outbox.message import attachments
@@ -38,7 +37,9 @@ class Composer:
         self._warned = False
 
     def render(
-        self, row: OutboxRow, connect: Callable[[], AbstractContextManager[Conn]]
+        self,
+        row: sending.OutboxRow,
+        connect: Callable[[], AbstractContextManager[connections.Conn]],
     ) -> Rendered:
         """The row's template at the version it was enqueued with, or its inline content."""
         if row.template == INLINE:
@@ -54,7 +55,7 @@ class Composer:
             return template.render(row.params, {"unsubscribe_url": link})
         return template.render(row.params)
 
-    def headers(self, row: OutboxRow) -> tuple[tuple[str, str], ...]:
+    def headers(self, row: sending.OutboxRow) -> tuple[tuple[str, str], ...]:
         if row.priority == Priority.HIGH:
             # RFC 3834: machine-made mail, so auto-responders stay quiet.
             return (("Auto-Submitted", "auto-generated"),)
@@ -78,7 +79,11 @@ class Composer:
         )
 
     def message(
-        self, row: OutboxRow, *, to: str, connect: Callable[[], AbstractContextManager[Conn]]
+        self,
+        row: sending.OutboxRow,
+        *,
+        to: str,
+        connect: Callable[[], AbstractContextManager[connections.Conn]],
     ) -> bytes:
         rendered = self.render(row, connect)
         sender = row.sender or self.settings.sender
@@ -113,11 +118,11 @@ class Composer:
 
 
 def _stored_files(
-    row: OutboxRow, connect: Callable[[], AbstractContextManager[Conn]]
+    row: sending.OutboxRow, connect: Callable[[], AbstractContextManager[connections.Conn]]
 ) -> list[Attachment]:
     """The files given by content at enqueue, from Postgres, in the order given."""
     with connect() as conn:
-        found = store.load_attachments(conn, [a["sha256"] for a in row.attachments])
+        found = sending.load_attachments(conn, [a["sha256"] for a in row.attachments])
     missing = [a["filename"] for a in row.attachments if a["sha256"] not in found]
     if missing:
         # Stored with the row in one transaction: gone means deleted by hand.
@@ -127,7 +132,7 @@ def _stored_files(
     ]
 
 
-def _own_headers(row: OutboxRow) -> tuple[tuple[str, str], ...]:
+def _own_headers(row: sending.OutboxRow) -> tuple[tuple[str, str], ...]:
     """The caller's headers (checked at enqueue), non-ASCII values RFC 2047 encoded."""
     return tuple((name, encode_header_value(name, value)) for name, value in row.headers)
 

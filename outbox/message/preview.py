@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from outbox.config import Settings
-from outbox.db.store import Conn, OutboxRow
+from outbox.db.store import connections, sending
 from outbox.errors import InvalidParams, MissingParams, OutboxError
 from outbox.fields.locales import check_locale, fallbacks
 from outbox.message import attachments
@@ -105,7 +105,7 @@ def preview(
         chosen, directory=settings.attachments_dir, max_bytes=settings.max_attachment_bytes
     )
     now = dt.datetime.now(dt.UTC)
-    row = OutboxRow(
+    row = sending.OutboxRow(
         # No row has id 0 (ids start at 1): the preview's unsubscribe link and
         # VERP return path name no one, so a preview cannot unsubscribe a customer.
         id=PREVIEW_ID,
@@ -134,10 +134,10 @@ def preview(
     return Preview(eml, html_path)
 
 
-class _NoDatabase(AbstractContextManager[Conn]):
+class _NoDatabase(AbstractContextManager[connections.Conn]):
     """A preview renders the current version, which never needs the database."""
 
-    def __enter__(self) -> Conn:
+    def __enter__(self) -> connections.Conn:
         raise OutboxError("a preview does not read the database")
 
     def __exit__(self, *exc: object) -> None:

@@ -24,8 +24,8 @@ import weakref
 from collections.abc import Callable, Hashable
 from contextlib import AbstractContextManager
 
-from outbox.db import statement, store
-from outbox.db.store import Conn
+from outbox.db import enqueue_statements
+from outbox.db.store import connections, sending
 from outbox.errors import TemplateError, UnknownTemplate
 from outbox.message.render import Template, TemplateSet
 
@@ -46,9 +46,9 @@ def is_stored(database: object, version: str) -> bool:
     return version in _by_connection.get(database, ())
 
 
-def store_statement(template: Template) -> statement.Statement:
+def store_statement(template: Template) -> enqueue_statements.Statement:
     """The statement that keeps ``template``'s version (run it in the caller's transaction)."""
-    return statement.store_template_version(
+    return enqueue_statements.store_template_version(
         version=template.version,
         name=template.name,
         files=template.files,
@@ -72,7 +72,7 @@ def resolve(
     templates: TemplateSet,
     name: str,
     version: str | None,
-    connect: Callable[[], AbstractContextManager[Conn]],
+    connect: Callable[[], AbstractContextManager[connections.Conn]],
     variant: str | None = None,
 ) -> Template:
     """The template a row was enqueued with; ``connect`` is used only for an older version."""
@@ -88,7 +88,7 @@ def resolve(
     if current is not None and current.version == version:
         return current
     with connect() as conn:
-        row = store.find_template_version(conn, version)
+        row = sending.find_template_version(conn, version)
     if row is None:
         raise TemplateError(f"template {name!r} version {version} is not stored")
     return templates.from_stored(row[0], version, row[1], row[2], row[3])

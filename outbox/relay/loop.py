@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from opentelemetry.trace import Link, SpanKind
 
 from outbox.config import Settings
-from outbox.db import store
+from outbox.db.store import connections, counts, listener, processes, relaying, shared_breakers
 from outbox.delivery.breaker import Gate, gate
 from outbox.delivery.outage import transport_key
 from outbox.errors import BrokerError, OutboxError
@@ -54,7 +54,7 @@ class Relay:
     def __init__(
         self,
         settings: Settings,
-        pool: store.Pool,
+        pool: connections.Pool,
         publish: Publish,
         *,
         name: str | None = None,
@@ -101,7 +101,7 @@ class Relay:
     def _breaker_limit(self) -> int | None:
         """Rows this round may claim per priority: None (no limit), 1 (a probe) or 0."""
         with self.pool.connection() as conn:
-            state, now = store.read_breaker(conn, self.breaker_key)
+            state, now = shared_breakers.read_breaker(conn, self.breaker_key)
         if gate(state, now) is Gate.SEND:
             return None
         if gate(state, now) is Gate.WAIT:
@@ -110,7 +110,7 @@ class Relay:
         waited = time.monotonic() - self._probe_sent
         return 1 if waited >= self.settings.outage_probe_seconds else 0
 
-    def sweep(self, *, queued_only: bool = False) -> store.Swept:
+    def sweep(self, *, queued_only: bool = False) -> relaying.Swept:
         """Return lost rows: queued ones the broker no longer holds, and sending
         ones of worker processes that stopped beating.
 
@@ -126,7 +126,7 @@ class Relay:
         lost: set[int] = set()
         if self.watch is not None:
             with self.pool.connection() as conn:
-                candidates = store.queued_ids(conn, lost_after=_LOST_AFTER)
+                candidates = relaying.queued_ids(conn, lost_after=_LOST_AFTER)
             if candidates:
                 try:
                     held = self.watch.held_ids()
@@ -135,7 +135,7 @@ class Relay:
                 else:
                     lost = set(candidates) - held
         with self.pool.connection() as conn:
-            swept = store.sweep(
+            swept = relaying.sweep(
                 conn,
                 stuck_seconds=settings.stuck_seconds,
                 max_attempts=settings.max_attempts,
@@ -144,7 +144,7 @@ class Relay:
                 sending=sending,
             )
             if sending:
-                store.forget_process(conn, "")  # prunes processes silent for a day
+                processes.forget_process(conn, "")  # prunes processes silent for a day
         if swept.requeued or swept.uncertain:
             log.warning(
                 "sweeper returned %d queued rows the broker had lost and %s rows of silent"
@@ -156,7 +156,7 @@ class Relay:
 
     def run(self, stop: threading.Event) -> None:
         """Loop until ``stop`` is set: publish, sweep now and then, wait for work."""
-        listener = store.Listener(self.settings.listen_url, NOTIFY_CHANNEL)
+        wakeups = listener.Listener(self.settings.listen_url, NOTIFY_CHANNEL)
         log.info("relay %s started", self.name)
         failures = 0
         self._connected_since = time.monotonic()
@@ -193,14 +193,14 @@ class Relay:
                     stop.wait(wait)
                     continue
                 if timeout:
-                    listener.wait(timeout, stop)
+                    wakeups.wait(timeout, stop)
         finally:
-            listener.close()
+            wakeups.close()
             with (
                 contextlib.suppress(OutboxError),
                 self.pool.connection(timeout=2) as conn,
             ):
-                store.forget_process(conn, self.name)
+                processes.forget_process(conn, self.name)
             log.info("relay %s stopped", self.name)
 
     def _beat(self) -> None:
@@ -211,7 +211,7 @@ class Relay:
             "broker": "down" if self.broker.is_down else "up",
         }
         with self.pool.connection() as conn:
-            store.beat(conn, self.name, "relay", detail)
+            processes.beat(conn, self.name, "relay", detail)
         self._last_beat = time.monotonic()
 
     def _check_broker(self) -> None:
@@ -233,25 +233,25 @@ class Relay:
     def _waiting(self) -> str:
         try:
             with self.pool.connection(timeout=2) as conn:
-                counts = store.unsent_counts(conn)
+                unsent = counts.unsent_counts(conn)
         except OutboxError:
             return "unknown"
-        return ", ".join(f"{n} {p}" for p, n in sorted(counts.items())) or "none"
+        return ", ".join(f"{n} {p}" for p, n in sorted(unsent.items())) or "none"
 
     def _until_next_due(self) -> float:
         """Seconds to sleep: the poll interval, or less when a row falls due sooner."""
         with self.pool.connection() as conn:
-            due = [store.seconds_to_next_due(conn, p.value) for p in self.priorities]
+            due = [relaying.seconds_to_next_due(conn, p.value) for p in self.priorities]
         soonest = min((d for d in due if d is not None), default=self.settings.poll_interval)
         return min(self.settings.poll_interval, max(_SATURATED_WAIT, soonest))
 
     def _claim_and_publish(self, priority: Priority, limit: int | None) -> tuple[int, bool]:
         settings = self.settings
         with self.pool.connection() as conn:
-            room = settings.max_in_flight - store.count_in_flight(conn, priority)
+            room = settings.max_in_flight - relaying.count_in_flight(conn, priority)
             if room <= 0:
                 return 0, True
-            claimed = store.claim_due(
+            claimed = relaying.claim_due(
                 conn,
                 priority=priority.value,
                 limit=min(room, settings.claim_batch, limit or settings.claim_batch),
@@ -263,7 +263,7 @@ class Relay:
         saturated = len(claimed) == room and limit is None
         return len(claimed), saturated
 
-    def _publish_traced(self, priority: Priority, group: list[store.Claimed]) -> None:
+    def _publish_traced(self, priority: Priority, group: list[relaying.Claimed]) -> None:
         """One broker message inside a PRODUCER span the publisher propagates.
 
         A login code's span continues its business event's trace; a bulk
@@ -291,8 +291,8 @@ class Relay:
 
 
 def _group(
-    claimed: list[store.Claimed], priority: Priority, bulk_batch: int
-) -> list[list[store.Claimed]]:
+    claimed: list[relaying.Claimed], priority: Priority, bulk_batch: int
+) -> list[list[relaying.Claimed]]:
     """A login code travels alone; bulk rows share a message to save overhead."""
     size = 1 if priority is Priority.HIGH else bulk_batch
     return [claimed[i : i + size] for i in range(0, len(claimed), size)]

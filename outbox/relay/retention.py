@@ -12,7 +12,7 @@ import logging
 import threading
 
 from outbox.config import Settings
-from outbox.db import store
+from outbox.db.store import connections, data_retention
 from outbox.errors import OutboxError
 
 log = logging.getLogger(__name__)
@@ -47,17 +47,17 @@ class Retention(threading.Thread):
                 log.warning("retention: purge failed (%s); again in %.0fs", exc, _RETRY)
                 wait = min(self.interval, _RETRY)
 
-    def run_once(self) -> store.Purged | None:
+    def run_once(self) -> data_retention.Purged | None:
         """Purge now; None when another relay holds the retention lock."""
         before = dt.datetime.now(dt.UTC) - dt.timedelta(days=self.settings.retention_days)
         with (
-            store.connect(self.settings.database_url) as conn,
-            store.retention_lock(conn) as taken,
+            connections.connect(self.settings.database_url) as conn,
+            data_retention.retention_lock(conn) as taken,
         ):
             if not taken:
                 log.info("retention: another relay is purging; skipped")
                 return None
-            purged = store.purge(conn, before=before)
+            purged = data_retention.purge(conn, before=before)
         log.info(
             "retention: purged %d emails (%d attempts, %d events, %d bounce reports)"
             " last changed before %s",

@@ -12,7 +12,7 @@ import redis
 
 from outbox.broker import broker_kind, queue_name, redis_namespace
 from outbox.config import Settings
-from outbox.db import store
+from outbox.db.store import connections, processes, shared_breakers
 from outbox.errors import StoreError
 from outbox.models import Priority
 
@@ -56,7 +56,7 @@ def broker_health(settings: Settings) -> dict[str, Any]:
     return {"up": True, "latency_ms": (time.perf_counter() - started) * 1000, "messages": queues}
 
 
-def gather(settings: Settings, conn: store.Conn | None, error: str = "") -> Health:
+def gather(settings: Settings, conn: connections.Conn | None, error: str = "") -> Health:
     """Everything ``outbox status`` reports about health; ``conn`` None: Postgres is away."""
     health = Health(broker=broker_health(settings))
     if conn is None:
@@ -64,10 +64,10 @@ def gather(settings: Settings, conn: store.Conn | None, error: str = "") -> Heal
         return health
     started = time.perf_counter()
     try:
-        store.ping(conn)
+        connections.ping(conn)
         latency = (time.perf_counter() - started) * 1000
-        breakers = store.list_breakers(conn)
-        processes = store.list_processes(conn)
+        breakers = shared_breakers.list_breakers(conn)
+        beats = processes.list_processes(conn)
     except StoreError as exc:
         health.postgres = {"up": False, "error": str(exc)}
         return health
@@ -84,7 +84,7 @@ def gather(settings: Settings, conn: store.Conn | None, error: str = "") -> Heal
                 "changed_seconds_ago": round(row.changed_seconds_ago, 1),
             }
         )
-    for beat in processes:
+    for beat in beats:
         health.processes.append(
             {
                 "name": beat.name,

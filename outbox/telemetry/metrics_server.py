@@ -19,7 +19,7 @@ from prometheus_client import start_http_server
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector, CollectorRegistry
 
-from outbox.db import store
+from outbox.db.store import connections, metrics_reads
 from outbox.errors import StoreError
 from outbox.telemetry.metrics import (
     LATENCY_BUCKETS,
@@ -35,7 +35,7 @@ from outbox.telemetry.metrics import (
 
 log = logging.getLogger(__name__)
 
-Conn = store.Conn
+Conn = connections.Conn
 
 # At start, ids this far below the top that are not visible yet are followed as
 # gaps: transactions still open while the exporter counted.
@@ -87,14 +87,14 @@ class OutboxCollector(Collector):
                 log.info("counted the outbox in %.2fs", time.perf_counter() - started)
             read = _read(conn, tally, tops)
         finally:
-            store.rollback(conn)  # read-only: ends the snapshot
+            connections.rollback(conn)  # read-only: ends the snapshot
         tally.apply(read)
         self.tally = tally
         return read.current
 
     def _connection(self) -> Conn:
         if self._conn is None or self._conn.closed:
-            self._conn = store.connect_snapshot(self.database_url)
+            self._conn = metrics_reads.connect_snapshot(self.database_url)
         return self._conn
 
     def close(self) -> None:
@@ -110,7 +110,7 @@ class Tops:
 
 
 def _tops(conn: Conn) -> Tops:
-    rows, events, attempts, now = store.metrics_tops(conn)
+    rows, events, attempts, now = metrics_reads.metrics_tops(conn)
     return Tops((rows, events, attempts), now)
 
 
@@ -127,9 +127,9 @@ def _seed(conn: Conn, tops: Tops) -> Tally:
     for stream, top in zip(_STREAMS, tops.ids, strict=True):
         cursor = Cursor(top)
         low = max(top - SEED_GAP_WINDOW, 0) + 1
-        cursor.advance(top, store.metrics_missing(conn, stream, low=low, high=top), [], now)
+        cursor.advance(top, metrics_reads.metrics_missing(conn, stream, low=low, high=top), [], now)
         cursors.append(cursor)
-    counts, sent_minutes, last_publish = store.metrics_seed(conn)
+    counts, sent_minutes, last_publish = metrics_reads.metrics_seed(conn)
     return Tally.seeded(counts, sent_minutes, last_publish, (cursors[0], cursors[1], cursors[2]))
 
 
@@ -139,23 +139,23 @@ def _read(conn: Conn, tally: Tally, tops: Tops) -> Scrape:
     bounds: dict[str, Any] = {}
     for name, top in zip(_STREAMS, tops.ids, strict=True):
         bounds[f"{name}_low"], bounds[f"{name}_high"] = cursors[name].after + 1, top
-    visible = store.metrics_visible(conn, bounds)
+    visible = metrics_reads.metrics_visible(conn, bounds)
     ranges: dict[str, dict[str, Any]] = {}
     gaps: dict[str, tuple[list[int], list[int]]] = {}
     for name, top, seen in zip(_STREAMS, tops.ids, visible, strict=True):
         cursor = cursors[name]
         missing = (
-            store.metrics_missing(conn, name, low=cursor.after + 1, high=top)
+            metrics_reads.metrics_missing(conn, name, low=cursor.after + 1, high=top)
             if seen < top - cursor.after
             else []
         )
-        found = store.metrics_found(conn, name, list(cursor.gaps)) if cursor.gaps else []
+        found = metrics_reads.metrics_found(conn, name, list(cursor.gaps)) if cursor.gaps else []
         ranges[name] = {"after": cursor.after, "upto": max(top, cursor.after), "found": found}
         gaps[name] = (missing, found)
 
     def stream(name: str, **extra: Any) -> StreamRead:
         args = {**ranges[name], **extra}
-        rows = store.metrics_new(conn, name, args)
+        rows = metrics_reads.metrics_new(conn, name, args)
         return StreamRead(args["upto"], gaps[name][0], gaps[name][1], rows)
 
     return Scrape(
@@ -167,7 +167,7 @@ def _read(conn: Conn, tally: Tally, tops: Tops) -> Scrape:
 
 
 def _current(conn: Conn, now: float) -> Current:
-    read = store.metrics_current(conn, list(PRIORITIES))
+    read = metrics_reads.metrics_current(conn, list(PRIORITIES))
     in_flight = {(status, priority): int(n) for priority, status, n in read.in_flight}
     heads, bounces, reports, suppressed = read.heads, read.bounces, read.reports, read.suppressed
     return Current(

@@ -20,8 +20,8 @@ import time
 import uuid
 
 from outbox.config import Settings
-from outbox.db import store
 from outbox.db.sql import use_schema
+from outbox.db.store import connections, counts, lookups, migration_runner
 from outbox.intake import enqueue, enqueue_many
 from outbox.testing.pipeline import Pipeline
 from outbox.testing.redis_keys import drop_namespace
@@ -43,8 +43,8 @@ def run_demo(settings: Settings, *, newsletter: int, timeout: float, keep: bool 
             _drop_keys(settings, run)
         finally:
             if not keep:
-                with store.connect(settings.database_url) as conn:
-                    store.drop_schema(conn, schema)
+                with connections.connect(settings.database_url) as conn:
+                    migration_runner.drop_schema(conn, schema)
     _next_steps(login_message_id, schema, kept=keep)
     return status
 
@@ -79,8 +79,8 @@ def _next_steps(login_message_id: str | None, schema: str, *, kept: bool) -> Non
 
 
 def _run(settings: Settings, run: str, newsletter: int, timeout: float) -> tuple[int, str | None]:
-    with store.connect(settings.database_url) as conn:
-        store.migrate(conn)
+    with connections.connect(settings.database_url) as conn:
+        migration_runner.migrate(conn)
     with SmtpSink() as sink:
         env = {
             "DATABASE_URL": settings.database_url,
@@ -91,7 +91,7 @@ def _run(settings: Settings, run: str, newsletter: int, timeout: float) -> tuple
         }
         with Pipeline(env, high=(1, 4), bulk=(1, 8), split_relays=True):
             started = time.monotonic()
-            with store.connect(settings.database_url) as conn:
+            with connections.connect(settings.database_url) as conn:
                 enqueue_many(
                     conn,
                     (
@@ -110,7 +110,7 @@ def _run(settings: Settings, run: str, newsletter: int, timeout: float) -> tuple
                     ),
                     settings=settings,
                 )
-                store.commit(conn)
+                connections.commit(conn)
                 # The login code arrives while the newsletter is draining.
                 deadline = time.monotonic() + timeout
                 while len(sink.messages) < min(50, newsletter) and time.monotonic() < deadline:
@@ -125,43 +125,43 @@ def _run(settings: Settings, run: str, newsletter: int, timeout: float) -> tuple
                     priority="high",
                     settings=settings,
                 )
-                store.commit(conn)
+                connections.commit(conn)
             print(
                 f"run {run}: enqueued a {newsletter}-recipient newsletter, then a login code"
                 f" while {waiting} newsletter emails were still waiting"
             )
-            counts = _wait(settings, run, newsletter + 1, timeout)
+            per_status = _wait(settings, run, newsletter + 1, timeout)
             elapsed = time.monotonic() - started
-    with store.connect(settings.database_url) as conn:
-        sent = store.sent_by_prefix(conn, run)
-    _report(counts, sent, sink, login.message_id, elapsed)
+    with connections.connect(settings.database_url) as conn:
+        sent = lookups.sent_by_prefix(conn, run)
+    _report(per_status, sent, sink, login.message_id, elapsed)
     delivered = {m.message_id for m in sink.messages}
-    ok = counts.get("sent", 0) == newsletter + 1 and login.message_id in delivered
+    ok = per_status.get("sent", 0) == newsletter + 1 and login.message_id in delivered
     return (0 if ok else 1), login.message_id
 
 
 def _wait(settings: Settings, run: str, total: int, timeout: float) -> dict[str, int]:
     deadline = time.monotonic() + timeout
-    with store.connect(settings.database_url, autocommit=True) as conn:
+    with connections.connect(settings.database_url, autocommit=True) as conn:
         while True:
-            counts: dict[str, int] = collections.Counter()
-            for status, _priority, count in store.status_counts_by_prefix(conn, run):
-                counts[status] += count
-            done = sum(n for s, n in counts.items() if s in TERMINAL)
+            per_status: dict[str, int] = collections.Counter()
+            for status, _priority, count in counts.status_counts_by_prefix(conn, run):
+                per_status[status] += count
+            done = sum(n for s, n in per_status.items() if s in TERMINAL)
             if done >= total or time.monotonic() > deadline:
-                return dict(counts)
+                return dict(per_status)
             time.sleep(0.2)
 
 
 def _report(
-    counts: dict[str, int],
+    per_status: dict[str, int],
     sent: list[dict[str, object]],
     sink: SmtpSink,
     login_message_id: str,
     elapsed: float,
 ) -> None:
     print(f"finished in {elapsed:.1f}s")
-    print("emails per status: " + ", ".join(f"{s}={n}" for s, n in sorted(counts.items())))
+    print("emails per status: " + ", ".join(f"{s}={n}" for s, n in sorted(per_status.items())))
     print(f"messages at the SMTP server: {len(sink.messages)}")
     login = next((r for r in sent if r["message_id"] == login_message_id), None)
     arrival = 1 + sink.message_ids().index(login_message_id) if login else 0

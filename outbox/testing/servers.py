@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from outbox.db import store
+from outbox.db.store import connections
 
 
 class ServerUnavailable(RuntimeError):
@@ -113,8 +113,8 @@ class PostgresServer:
         return self
 
     def ping(self) -> bool:
-        with store.connect(self.url, timeout=2) as conn:
-            store.ping(conn)
+        with connections.connect(self.url, timeout=2) as conn:
+            connections.ping(conn)
         return True
 
     def stop(self, mode: str = "fast") -> None:

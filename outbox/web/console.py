@@ -33,7 +33,7 @@ import jinja2
 
 from outbox import redact
 from outbox.config import Settings
-from outbox.db import store
+from outbox.db.store import connections, console_sessions
 from outbox.errors import InvalidAddress, InvalidRequest, StoreError
 from outbox.validate import normalize_address
 from outbox.web import console_query as q
@@ -85,7 +85,7 @@ OpenPage = Callable[[Asked], Answer]
 
 
 class Console:
-    def __init__(self, settings: Settings, pool: store.Pool) -> None:
+    def __init__(self, settings: Settings, pool: connections.Pool) -> None:
         self.settings = settings
         self.pool = pool
         self.access = Access.from_settings(settings)
@@ -161,12 +161,12 @@ class Console:
             return None
         hashed = token_hash(session)
         with self.pool.connection() as conn:
-            held = store.console_session_find(conn, hashed)
+            held = console_sessions.console_session_find(conn, hashed)
             if held is None:  # signed out, revoked, expired, or from before sessions were held
                 return None
             user = self.access.holder(session, user_name=held.user_name, role=held.role)
             if user is None:  # removed from the list, or given another role: sign in again
-                store.console_session_revoke(conn, hashed)
+                console_sessions.console_session_revoke(conn, hashed)
                 return None
         return Who(user, session, new_cookie=False)
 
@@ -193,11 +193,11 @@ class Console:
         target: str | None,
         reason: str,
         *,
-        conn: store.Conn | None = None,
+        conn: connections.Conn | None = None,
         detail: dict[str, Any] | None = None,
     ) -> None:
-        def write(c: store.Conn) -> None:
-            store.console_audit_add(
+        def write(c: connections.Conn) -> None:
+            console_sessions.console_audit_add(
                 c,
                 actor=user.name,
                 role=str(user.role),

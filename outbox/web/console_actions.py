@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from http import HTTPStatus
 from urllib.parse import urlencode
 
-from outbox.db import store
+from outbox.db.store import console_pages, console_sessions, requeues, suppressions
 from outbox.errors import InvalidRequest
 from outbox.web import console_query as q
 from outbox.web.console import PREFIX, Answer, Asked, Console, Who, form_address
@@ -40,7 +40,7 @@ class Actions:
     def _reveal(self, who: Who, outbox_id: int, form: Mapping[str, str]) -> Answer:
         reason = q.reason_of(form)
         with self.console.pool.connection() as conn:
-            row = store.console_email(conn, outbox_id)
+            row = console_pages.console_email(conn, outbox_id)
             if row is None:
                 return self.console.not_found("No such email.")
             target = f"email {outbox_id} ({row['idempotency_key']})"
@@ -50,11 +50,11 @@ class Actions:
     def _requeue(self, who: Who, outbox_id: int, form: Mapping[str, str]) -> Answer:
         reason = q.reason_of(form)
         with self.console.pool.connection() as conn:
-            row = store.console_email(conn, outbox_id)
+            row = console_pages.console_email(conn, outbox_id)
             if row is None:
                 return self.console.not_found("No such email.")
             target = f"email {outbox_id} ({row['idempotency_key']})"
-            woken = store.requeue_row(conn, outbox_id) if row["status"] in q.PARKED else []
+            woken = requeues.requeue_row(conn, outbox_id) if row["status"] in q.PARKED else []
             detail = {"from_status": row["status"], "requeued": len(woken)}
             self.console.audit_write(who.user, "requeue", target, reason, conn=conn, detail=detail)
         notice = "Requeued: it is pending again." if woken else "Not requeued: it is not parked."
@@ -70,10 +70,10 @@ class Actions:
         filters = q.parse_filters(form)
         if filters.status not in q.PARKED:
             raise InvalidRequest("choose a status to requeue: failed, dead or held")
-        chosen = store.EmailFilter(**dataclasses.asdict(filters))
+        chosen = console_pages.EmailFilter(**dataclasses.asdict(filters))
         with self.console.pool.connection() as conn:
             first, before = self.pages.id_window(conn, filters, None)
-            rows = store.console_emails(
+            rows = console_pages.console_emails(
                 conn, chosen, before=before, from_id=first, limit=MAX_SET + 1
             )
             if form.get("confirm") != "yes":
@@ -88,7 +88,7 @@ class Actions:
             reason = q.reason_of(form)
             woken = 0
             for row in rows[:MAX_SET]:
-                woken += len(store.requeue_row(conn, row["id"]))
+                woken += len(requeues.requeue_row(conn, row["id"]))
             detail = {"filters": filters.as_query(), "matched": len(rows), "requeued": woken}
             self.console.audit_write(
                 who.user, "requeue-set", _describe(filters), reason, conn=conn, detail=detail
@@ -104,7 +104,7 @@ class Actions:
             return refused
         reason = q.reason_of(asked.form)
         with self.console.pool.connection() as conn:
-            ended = store.console_session_revoke_id(conn, session_id)
+            ended = console_sessions.console_session_revoke_id(conn, session_id)
             if ended is not None:
                 name, role = ended
                 self.console.audit_write(
@@ -138,10 +138,12 @@ class Actions:
                 scope = form.get("scope", "all")
                 if scope not in ("all", "bulk"):
                     raise InvalidRequest("scope must be all or bulk")
-                changed = store.suppress(conn, address, reason="manual", scope=scope, detail=reason)
+                changed = suppressions.suppress(
+                    conn, address, reason="manual", scope=scope, detail=reason
+                )
                 notice = f"{tag} suppressed ({scope})." if changed else f"{tag} already suppressed."
             else:
-                changed = store.unsuppress(conn, address)
+                changed = suppressions.unsuppress(conn, address)
                 notice = f"{tag} may get mail again." if changed else f"{tag} is not suppressed."
             self.console.audit_write(
                 who.user, f"suppression-{action}", tag, reason, conn=conn,

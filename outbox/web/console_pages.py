@@ -13,7 +13,14 @@ from email.message import EmailMessage
 from typing import Any
 from urllib.parse import urlencode
 
-from outbox.db import store
+from outbox.db.store import (
+    connections,
+    console_pages,
+    console_sessions,
+    lookups,
+    sending,
+    suppressions,
+)
 from outbox.errors import InvalidRequest, OutboxError
 from outbox.message.compose import composer
 from outbox.message.preview import PREVIEW_ID
@@ -37,7 +44,7 @@ class Pages:
 
     def overview(self, who: Who, asked: Asked) -> Answer:
         with self.console.pool.connection() as conn:
-            overview = store.console_overview(conn)
+            overview = console_pages.console_overview(conn)
         counts: dict[str, dict[str, int]] = {}
         for status, priority, n in overview["counts"]:
             counts.setdefault(status, {})[priority] = n
@@ -74,7 +81,7 @@ class Pages:
         """POST /suppressions: whether one address is on the list."""
         address = form_address(asked.form.get("address", ""))
         with self.console.pool.connection() as conn:
-            entry = store.find_suppression(conn, address)
+            entry = suppressions.find_suppression(conn, address)
         found = {
             "tag": self.console.tag(address),
             "sealed": self.console.access.seal(address),
@@ -89,12 +96,12 @@ class Pages:
 
     def show_email(self, who: Who, outbox_id: int, *, reveal: bool, notice: str = "") -> Answer:
         with self.console.pool.connection() as conn:
-            row = store.console_email(conn, outbox_id)
+            row = console_pages.console_email(conn, outbox_id)
             if row is None:
                 return self.console.not_found("No such email.")
-            attempts = store.list_attempts(conn, outbox_id)
-            events = store.list_events(conn, outbox_id)
-            bounces = store.list_bounces(conn, outbox_id)
+            attempts = lookups.list_attempts(conn, outbox_id)
+            events = lookups.list_events(conn, outbox_id)
+            bounces = lookups.list_bounces(conn, outbox_id)
         message = self._message(row)
         address = row["recipient"]
         row["recipient"] = address if reveal else self.console.tag(address)
@@ -125,7 +132,7 @@ class Pages:
                 raise InvalidRequest("this page of the list has expired")
             before = (at, sealed)
         with self.console.pool.connection() as conn:
-            entries = store.console_suppressions(conn, before=before, limit=q.PAGE)
+            entries = console_pages.console_suppressions(conn, before=before, limit=q.PAGE)
         shown = [
             {
                 "tag": self.console.tag(e.address),
@@ -153,8 +160,8 @@ class Pages:
     def show_audit(self, who: Who, query: Mapping[str, str], *, notice: str = "") -> Answer:
         before = q.parse_cursor(query.get("before", ""))
         with self.console.pool.connection() as conn:
-            entries = store.console_audit_list(conn, before=before, limit=q.PAGE)
-            sessions = store.console_session_list(conn, limit=MAX_SESSIONS)
+            entries = console_sessions.console_audit_list(conn, before=before, limit=q.PAGE)
+            sessions = console_sessions.console_session_list(conn, limit=MAX_SESSIONS)
         for s in sessions:
             s["yours"] = s.pop("token_hash") == token_hash(who.session)
         next_get = urlencode({"before": entries[-1]["id"]}) if len(entries) == q.PAGE else ""
@@ -168,16 +175,16 @@ class Pages:
         )
 
     def id_window(
-        self, conn: store.Conn, filters: q.Filters, before: int | None
+        self, conn: connections.Conn, filters: q.Filters, before: int | None
     ) -> tuple[int, int | None]:
         """The ids a time filter covers, so the scan stays within them."""
         if filters.since is None and filters.until is None:
             return 0, before
-        ends = store.console_id_range(conn)
+        ends = console_pages.console_id_range(conn)
         if ends is None:
             return 0, before
         first, end = q.id_window(
-            filters, *ends, lambda outbox_id: store.console_created_at(conn, outbox_id)
+            filters, *ends, lambda outbox_id: console_pages.console_created_at(conn, outbox_id)
         )
         if end is not None and (before is None or end < before):
             before = max(end, 1)
@@ -200,7 +207,7 @@ class Pages:
         search = q.parse_search(form)
         with self.console.pool.connection() as conn:
             rows, more = self._found(conn, search) if search.ref else self._listed(conn, search)
-            templates = store.console_templates(conn)
+            templates = console_pages.console_templates(conn)
         for row in rows:
             row["recipient"] = self.console.tag(row["recipient"])
         next_page: dict[str, str] = {}
@@ -220,27 +227,31 @@ class Pages:
             parked=search.filters.status in q.PARKED and not search.ref,
         )
 
-    def _found(self, conn: store.Conn, search: q.Search) -> Listed:
+    def _found(self, conn: connections.Conn, search: q.Search) -> Listed:
         """The emails one of its names finds (key, ids, Message-ID, address), filtered."""
-        rows = store.console_find(conn, search.ref) if search.before is None else []
+        rows = console_pages.console_find(conn, search.ref) if search.before is None else []
         if search.address is not None:
-            to = store.console_find_to(conn, search.address, before=search.before, limit=q.PAGE)
+            to = console_pages.console_find_to(
+                conn, search.address, before=search.before, limit=q.PAGE
+            )
             seen = {r["id"] for r in rows}
             rows += [r for r in to if r["id"] not in seen]
         rows = [r for r in rows if _matches(r, search.filters)]
         rows.sort(key=lambda r: r["id"], reverse=True)
         return rows, search.address is not None and len(rows) >= q.PAGE
 
-    def _listed(self, conn: store.Conn, search: q.Search) -> Listed:
+    def _listed(self, conn: connections.Conn, search: q.Search) -> Listed:
         """One page of the emails the filters hold, newest first."""
-        filters = store.EmailFilter(**dataclasses.asdict(search.filters))
+        filters = console_pages.EmailFilter(**dataclasses.asdict(search.filters))
         first, before = self.id_window(conn, search.filters, search.before)
-        rows = store.console_emails(conn, filters, before=before, from_id=first, limit=q.PAGE)
+        rows = console_pages.console_emails(
+            conn, filters, before=before, from_id=first, limit=q.PAGE
+        )
         return rows, len(rows) == q.PAGE
 
     def _message(self, row: dict[str, Any]) -> dict[str, Any]:
         """The message as a worker composes it, without its links' tokens (row id 0)."""
-        outbox_row = store.OutboxRow(
+        outbox_row = sending.OutboxRow(
             id=PREVIEW_ID,
             idempotency_key=row["idempotency_key"],
             recipient=row["recipient"],

@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 from http import HTTPStatus
 
-from outbox.db import store
+from outbox.db.store import console_sessions
 from outbox.web.console import PREFIX, Answer, Asked, Console, Who
 from outbox.web.console_auth import Session, token_hash
 
@@ -57,8 +57,8 @@ class SignIn:
         with console.pool.connection() as conn:
             # Expired sessions go here, a bounded batch at a time: every session
             # is made by a sign-in, so the deletes keep up with the inserts.
-            store.console_session_purge(conn)
-            store.console_session_add(
+            console_sessions.console_session_purge(conn)
+            console_sessions.console_session_add(
                 conn,
                 token_hash=token_hash(signed_in),
                 user_name=user.name,
@@ -81,7 +81,7 @@ class SignIn:
         access = self.console.access
         with self.console.pool.connection() as conn:
             # A copy of the cookie is refused too.
-            store.console_session_revoke(conn, token_hash(who.session))
+            console_sessions.console_session_revoke(conn, token_hash(who.session))
             self.console.audit_write(who.user, "sign-out", None, "signed out", conn=conn)
         expired = f"{access.cookie_name}=; Max-Age=0; Path=/; HttpOnly; SameSite=Strict"
         if access.secure:

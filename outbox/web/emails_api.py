@@ -31,7 +31,7 @@ import orjson
 
 from outbox import cancelling, intake, redact
 from outbox.config import Settings
-from outbox.db import store
+from outbox.db.store import api_key_rows, connections, lookups
 from outbox.errors import IdempotencyConflict, InvalidKey, InvalidMessage, StoreError
 from outbox.validate import check_key
 from outbox.web import api_keys, email_request
@@ -85,7 +85,7 @@ class EmailsApi:
     def __init__(
         self,
         settings: Settings,
-        pool: store.Pool,
+        pool: connections.Pool,
         *,
         key_cache_seconds: float = 5.0,  # a revoked key stops working within this time
         clock: Callable[[], float] = time.monotonic,
@@ -109,7 +109,7 @@ class EmailsApi:
     def close(self) -> None:
         self.groups.close()
 
-    def _enqueue_on(self, conn: store.Conn, arguments: dict[str, Any]) -> intake.Enqueued:
+    def _enqueue_on(self, conn: connections.Conn, arguments: dict[str, Any]) -> intake.Enqueued:
         return intake.enqueue(conn, settings=self.settings, **arguments)
 
     def handle(
@@ -173,7 +173,7 @@ class EmailsApi:
         if cached is not None and cached[0] > now:
             return cached[1]
         with self.pool.connection() as conn:
-            found = store.find_api_key(conn, digest)
+            found = api_key_rows.find_api_key(conn, digest)
         if found is None:
             return None
         key = Key(found[0], found[1], frozenset(found[2]))
@@ -251,7 +251,7 @@ class EmailsApi:
             reason = parsed.get("reason") or reason
         try:
             with self.pool.connection() as conn:  # commits on leaving, rolls back on an error
-                row = store.api_email(conn, id_=int(ref), key=None)
+                row = lookups.api_email(conn, id_=int(ref), key=None)
                 if row is None:
                     return _problem(HTTPStatus.NOT_FOUND, "no email with that id")
                 done = cancelling.cancel(
@@ -290,8 +290,8 @@ class EmailsApi:
 
     def _email(self, key: Key, *, id_: int | None = None, key_: str | None = None) -> ApiResponse:
         with self.pool.connection() as conn:
-            row = store.api_email(conn, id_=id_, key=key_)
-            events = store.list_events(conn, row["id"]) if row else []
+            row = lookups.api_email(conn, id_=id_, key=key_)
+            events = lookups.list_events(conn, row["id"]) if row else []
         if row is None:
             return _problem(HTTPStatus.NOT_FOUND, "no email with that id or key")
         return _json(200, self._shown(row, events, clear="read" in key.scopes))

@@ -31,7 +31,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any
 
-from outbox.db import store
+from outbox.db.store import connections
 from outbox.errors import IdempotencyConflict, InvalidMessage, StoreError
 from outbox.intake import Enqueued
 
@@ -41,7 +41,7 @@ log = logging.getLogger(__name__)
 # stays short (its new keys are locked until it commits).
 MAX_GROUP = 64
 
-Enqueue = Callable[[store.Conn, dict[str, Any]], Enqueued]
+Enqueue = Callable[[connections.Conn, dict[str, Any]], Enqueued]
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,7 +53,7 @@ class _Job:
 class EnqueueGroups:
     def __init__(
         self,
-        pool: store.Pool,
+        pool: connections.Pool,
         enqueue: Enqueue,
         *,
         committers: int,
@@ -139,7 +139,7 @@ class EnqueueGroups:
                     outcomes.append(self._enqueue(conn, job.arguments))
                 except (IdempotencyConflict, InvalidMessage) as exc:
                     outcomes.append(exc)
-                if store.transaction_failed(conn):
+                if connections.transaction_failed(conn):
                     # An error that left the transaction aborted: nothing of it may commit.
                     raise StoreError("a statement of the shared transaction failed")
         return outcomes

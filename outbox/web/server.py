@@ -39,7 +39,7 @@ from starlette.routing import Route
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from outbox.config import Settings
-from outbox.db import store
+from outbox.db.store import connections, lookups, suppressions
 from outbox.errors import ConfigError, StoreError
 from outbox.feedback.webhook_auth import scrape_authorized
 from outbox.feedback.webhooks import PREFIX as WEBHOOKS
@@ -84,7 +84,7 @@ _PAGE = """<!doctype html>
 class Unsubscribes:
     """What the endpoint does, apart from HTTP parsing (tested directly)."""
 
-    def __init__(self, settings: Settings, pool: store.Pool) -> None:
+    def __init__(self, settings: Settings, pool: connections.Pool) -> None:
         if not settings.secret:
             raise ConfigError("the unsubscribe endpoint needs OUTBOX_SECRET to verify tokens")
         self.secret = settings.secret
@@ -135,12 +135,12 @@ class Unsubscribes:
 
     def _recipient(self, outbox_id: int, *, suppress: bool) -> str | None:
         with self.pool.connection() as conn:  # commits on leaving
-            address = store.unsubscribe_recipient(conn, outbox_id)
+            address = lookups.unsubscribe_recipient(conn, outbox_id)
             if address is None:
                 return None
             if suppress:
                 # Idempotent: an address already suppressed stays so, with the same answer.
-                store.suppress(conn, address, reason="unsubscribe", scope="bulk")
+                suppressions.suppress(conn, address, reason="unsubscribe", scope="bulk")
         return address
 
 
@@ -148,7 +148,7 @@ class App:
     """Routes a request to the HTTP API, the webhooks or the unsubscribe links."""
 
     def __init__(
-        self, settings: Settings, pool: store.Pool, metrics: CollectorRegistry | None = None
+        self, settings: Settings, pool: connections.Pool, metrics: CollectorRegistry | None = None
     ) -> None:
         self.api = EmailsApi(settings, pool)  # always on: it takes no request without a key
         self.webhooks = ProviderWebhooks(settings, pool)
@@ -363,7 +363,7 @@ class WebServer:
     def __init__(
         self,
         settings: Settings,
-        pool: store.Pool,
+        pool: connections.Pool,
         host: str,
         port: int,
         metrics: CollectorRegistry | None = None,
@@ -416,7 +416,7 @@ class WebServer:
 
 def make_server(
     settings: Settings,
-    pool: store.Pool,
+    pool: connections.Pool,
     host: str,
     port: int,
     metrics: CollectorRegistry | None = None,
@@ -432,7 +432,7 @@ def serve(
     metrics: CollectorRegistry | None = None,
 ) -> None:
     """Serve until ``stop`` is set; ``metrics`` at /metrics with OUTBOX_METRICS_AUTH."""
-    with store.Pool(
+    with connections.Pool(
         settings.database_url,
         name="outbox-web",
         # A request holds a connection until its commit: with commits of a few

@@ -9,7 +9,7 @@ import dramatiq
 
 from outbox.broker import queue_name
 from outbox.config import default_settings
-from outbox.db import store
+from outbox.db.store import connections
 from outbox.delivery.deliver import Delivery
 from outbox.models import Priority
 from outbox.pacing.pacer import pacer_for
@@ -27,7 +27,7 @@ def delivery() -> Delivery:
     """Per process (created after the worker forks): pool, transport, templates."""
     settings = default_settings()
     quiet_pool_logs()
-    pool = store.Pool(
+    pool = connections.Pool(
         settings.database_url,
         name="outbox-worker",
         max_size=settings.db_pool_max,

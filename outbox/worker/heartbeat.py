@@ -21,7 +21,7 @@ from collections.abc import Callable, Collection
 from typing import Any
 
 from outbox.config import Settings
-from outbox.db import store
+from outbox.db.store import connections, processes, relaying
 from outbox.errors import PoolExhausted, StoreError
 
 log = logging.getLogger(__name__)
@@ -55,7 +55,7 @@ class Heartbeat:
     def __init__(
         self,
         settings: Settings,
-        pool: store.Pool,
+        pool: connections.Pool,
         *,
         in_hand: Callable[[], Collection[int]] | None = None,
         exit_process: Callable[[int], None] = os._exit,
@@ -71,7 +71,7 @@ class Heartbeat:
         self.wedged_since: float | None = None
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self._conn: store.Conn | None = None
+        self._conn: connections.Conn | None = None
 
     def start(self) -> None:
         self.beat()  # before the first message: a row is never held by a process never seen
@@ -84,8 +84,8 @@ class Heartbeat:
         if self._thread is not None:
             self._thread.join(timeout=5)
         try:
-            store.ping(self._connection())  # reconnect if needed
-            store.forget_process(self._connection(), self.name)
+            connections.ping(self._connection())  # reconnect if needed
+            processes.forget_process(self._connection(), self.name)
         except StoreError as exc:
             log.debug("could not leave the process list: %s", exc)
         self._close()
@@ -98,7 +98,7 @@ class Heartbeat:
         """One beat, the return of rows no thread holds, and one pool check; False
         when Postgres could not be reached."""
         try:
-            store.beat(self._connection(), self.name, "worker", self._detail())
+            processes.beat(self._connection(), self.name, "worker", self._detail())
             self._return_orphans()
         except StoreError as exc:
             log.debug("heartbeat not written: %s", exc)
@@ -115,7 +115,7 @@ class Heartbeat:
         if self.in_hand is None:
             return
         settings = self.settings
-        returned = store.sweep_orphans(
+        returned = relaying.sweep_orphans(
             self._connection(),
             self.name,
             self.in_hand(),
@@ -175,10 +175,12 @@ class Heartbeat:
             },
         }
 
-    def _connection(self) -> store.Conn:
+    def _connection(self) -> connections.Conn:
         if self._conn is None or self._conn.closed:
             timeout = max(1, int(self.settings.heartbeat_seconds()))
-            self._conn = store.connect(self.settings.database_url, autocommit=True, timeout=timeout)
+            self._conn = connections.connect(
+                self.settings.database_url, autocommit=True, timeout=timeout
+            )
         return self._conn
 
     def close(self) -> None:

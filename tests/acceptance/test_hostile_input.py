@@ -26,7 +26,7 @@ from hypothesis import strategies as st
 
 import outbox
 from outbox.config import Settings
-from outbox.db import store
+from outbox.db.store import sending
 from outbox.delivery.deliver import Delivery
 from outbox.errors import InvalidMessage, TemplateError
 from tests.acceptance.checks import report
@@ -190,7 +190,7 @@ def _check_rendered(settings: Settings, delivery: Delivery, outbox_id: int, key:
     with psycopg.connect(settings.database_url) as conn:
         # As a relay would: published, then taken by a worker.
         conn.execute("UPDATE email_outbox SET status = 'queued' WHERE id = %s", (outbox_id,))
-        rows = store.take_for_sending(conn, [outbox_id], "hostile-input-check")
+        rows = sending.take_for_sending(conn, [outbox_id], "hostile-input-check")
         conn.commit()
     assert len(rows) == 1, key
     row = rows[0]

@@ -20,7 +20,7 @@ import psycopg
 import pytest
 
 from outbox.config import Settings
-from outbox.db import store
+from outbox.db.store import migration_runner
 from outbox.testing.sink import Behaviour, SmtpSink
 from tests.acceptance.checks import add_emails, assert_no_loss, report, wait_final, wait_until
 from tests.acceptance.conftest import Rig, child_env, scaled, timeout
@@ -35,7 +35,7 @@ def private_postgres() -> Iterator[PostgresServer]:
     try:
         server.start()
         with psycopg.connect(server.url) as conn:
-            store.migrate(conn)
+            migration_runner.migrate(conn)
         yield server
     finally:
         server.destroy()

@@ -48,7 +48,7 @@ def purge_everything() -> None:
 
     from django.db import connection  # noqa: PLC0415
 
-    from outbox.db import store  # noqa: PLC0415
+    from outbox.db.store import connections, data_retention  # noqa: PLC0415
 
     with connection.cursor() as cur:
         cur.execute(
@@ -56,8 +56,8 @@ def purge_everything() -> None:
             " created_at = now() - interval '40 days'"
         )
     db = connection.settings_dict
-    with store.connect_params(dbname=db["NAME"], user=db["USER"], host=db["HOST"]) as own:
-        store.purge(own, before=dt.datetime.now(dt.UTC) - dt.timedelta(days=30))
+    with connections.connect_params(dbname=db["NAME"], user=db["USER"], host=db["HOST"]) as own:
+        data_retention.purge(own, before=dt.datetime.now(dt.UTC) - dt.timedelta(days=30))
 
 
 def rows(where: str) -> list[dict[str, object]]:

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 import outbox
 from outbox.config import Settings
-from outbox.db import store
+from outbox.db.store import texts
 from outbox.errors import InvalidMessage
 from outbox.testing.sink import Behaviour
 from tests.integration.helpers import LOGIN, add_login, harness, query
@@ -26,11 +26,11 @@ HOSTILE_TEXT = ["\x00", "a\x00b", "\udcff", "\ud800x", "é\x00\udc80", "\ufffd",
 
 @pytest.mark.parametrize("text", HOSTILE_TEXT)
 def test_storable_text_keeps_everything_readable(text: str) -> None:
-    stored = store.storable_text(text)
+    stored = texts.storable_text(text)
     assert stored is not None
     assert "\x00" not in stored
     stored.encode("utf-8")  # no lone surrogate left
-    assert store.storable(["x", {text: text}]) == ["x", {stored: stored}]
+    assert texts.storable(["x", {text: text}]) == ["x", {stored: stored}]
 
 
 @given(st.text())
@@ -40,7 +40,7 @@ def test_storable_text_is_identity_for_clean_text(text: str) -> None:
             text.encode("utf-8")
         except UnicodeEncodeError:
             return
-        assert store.storable_text(text) == text
+        assert texts.storable_text(text) == text
 
 
 def test_regression_relay_reply_with_a_nul_byte_is_recorded(settings: Settings) -> None:

@@ -11,7 +11,7 @@ import psycopg
 
 from outbox import enqueue, enqueue_many
 from outbox.config import Settings
-from outbox.db import store
+from outbox.db.store import connections
 from outbox.delivery.deliver import Delivery
 from outbox.models import Priority
 from outbox.pacing.pacer import pacer_for
@@ -45,9 +45,11 @@ def add_newsletter(
 
 
 @contextmanager
-def pool(settings: Settings) -> Iterator[store.Pool]:
+def pool(settings: Settings) -> Iterator[connections.Pool]:
     prepare = settings.prepared_statements == "on"
-    with store.Pool(settings.database_url, name="outbox-test", max_size=4, prepare=prepare) as p:
+    with connections.Pool(
+        settings.database_url, name="outbox-test", max_size=4, prepare=prepare
+    ) as p:
         yield p
 
 

@@ -13,7 +13,7 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column
 
 import outbox
 from outbox.config import Settings
-from outbox.db import store
+from outbox.db.store import data_retention
 from outbox.errors import IdempotencyConflict, InvalidAddress, MissingParams, StoreError
 from outbox.message.message_id import message_id
 from tests.integration.drivers import ASYNC, SYNC
@@ -172,7 +172,9 @@ def purge_everything(settings: Settings) -> int:
         " created_at = now() - interval '40 days' RETURNING id",
     )
     with psycopg.connect(settings.database_url) as conn:
-        return store.purge(conn, before=dt.datetime.now(dt.UTC) - dt.timedelta(days=30)).emails
+        return data_retention.purge(
+            conn, before=dt.datetime.now(dt.UTC) - dt.timedelta(days=30)
+        ).emails
 
 
 def test_a_purged_key_stays_taken_on_every_path(driver: Any, settings: Settings) -> None:

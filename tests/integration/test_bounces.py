@@ -13,7 +13,7 @@ from psycopg_pool import ConnectionPool
 
 from outbox import enqueue
 from outbox.config import Settings
-from outbox.db import store
+from outbox.db.store import bounce_reports, suppressions
 from outbox.feedback.ingest import ingest, process_pending
 from outbox.feedback.smtp_server import BounceServer
 from outbox.message.return_path import return_path
@@ -129,7 +129,7 @@ Message-ID: {message_id}
 
 def suppressed(settings: Settings, address: str) -> Any:
     with psycopg.connect(settings.database_url) as conn:
-        return store.find_suppression(conn, address)
+        return suppressions.find_suppression(conn, address)
 
 
 def run_ingest(settings: Settings, raw: bytes, envelope_to: str | None) -> Any:
@@ -338,7 +338,7 @@ def test_stored_but_unprocessed_bounces_are_picked_up(bsettings: Settings) -> No
     row_id, message_id = sent_row(bsettings, "k1")
     verp = return_path(row_id, domain=BOUNCE_DOMAIN, secret=SECRET)
     with psycopg.connect(bsettings.database_url) as conn:
-        store.store_bounce(conn, dsn("gone@example.net", message_id, to=verp), verp)
+        bounce_reports.store_bounce(conn, dsn("gone@example.net", message_id, to=verp), verp)
         conn.commit()  # then the process died
         assert process_pending(conn, bsettings) == 1
         assert process_pending(conn, bsettings) == 0
@@ -379,8 +379,10 @@ def test_regression_nul_byte_bounce_neither_stops_the_server_nor_reprocessing(
     good_verp = return_path(good_id, domain=BOUNCE_DOMAIN, secret=SECRET)
     with psycopg.connect(bsettings.database_url) as conn:
         # Left unprocessed by a crash, before the good one: a start processes both.
-        store.store_bounce(conn, poison, verp)
-        store.store_bounce(conn, dsn("gone@example.net", good_message_id, to=good_verp), good_verp)
+        bounce_reports.store_bounce(conn, poison, verp)
+        bounce_reports.store_bounce(
+            conn, dsn("gone@example.net", good_message_id, to=good_verp), good_verp
+        )
         conn.commit()
     with ConnectionPool(bsettings.database_url, min_size=1, max_size=2) as pool:
         server = BounceServer(bsettings, pool)
@@ -415,10 +417,10 @@ def test_regression_nul_byte_bounce_neither_stops_the_server_nor_reprocessing(
 
 def test_a_report_that_cannot_be_processed_is_marked_and_skipped(bsettings: Settings) -> None:
     with psycopg.connect(bsettings.database_url) as conn:
-        bad = store.store_report(conn, b"{not json", source="postmark", event_id="e1")
+        bad = bounce_reports.store_report(conn, b"{not json", source="postmark", event_id="e1")
         good_id, message_id = sent_row(bsettings, "k1")
         verp = return_path(good_id, domain=BOUNCE_DOMAIN, secret=SECRET)
-        store.store_bounce(conn, dsn("gone@example.net", message_id, to=verp), verp)
+        bounce_reports.store_bounce(conn, dsn("gone@example.net", message_id, to=verp), verp)
         conn.commit()
         assert process_pending(conn, bsettings) == 2
         assert process_pending(conn, bsettings) == 0

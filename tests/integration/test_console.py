@@ -13,7 +13,7 @@ import pytest
 
 from outbox import enqueue
 from outbox.config import Settings
-from outbox.db import store
+from outbox.db.store import suppressions
 from outbox.errors import ConfigError
 from outbox.redact import recipient_tag
 from outbox.testing.sink import ACCEPT, Behaviour
@@ -186,7 +186,7 @@ def test_a_viewer_may_look_but_not_act_and_never_sees_an_address(
     outbox_id = make_dead(console, "dead-4", DAVE)
     add_login(console, "login-1", CAROL)
     with pool(console) as p, p.connection() as conn:
-        store.suppress(conn, "sue.suppressed@example.com", reason="manual")
+        suppressions.suppress(conn, "sue.suppressed@example.com", reason="manual")
     client = signed_in(running, VIEWER)
     token = csrf_of(client.get("/console/").text)
     pages = [
@@ -341,7 +341,7 @@ def test_an_operator_suppresses_and_unsuppresses_with_tags_in_the_audit(
     )
     assert added.status_code == 200
     with pool(console) as p, p.connection() as conn:
-        found = store.find_suppression(conn, "mallory@example.com")
+        found = suppressions.find_suppression(conn, "mallory@example.com")
     assert found is not None
     assert (found.reason, found.scope, found.detail) == ("manual", "all", "abuse")
     listed = client.get("/console/suppressions").text
@@ -356,7 +356,7 @@ def test_an_operator_suppresses_and_unsuppresses_with_tags_in_the_audit(
     )
     assert removed.status_code == 200
     with pool(console) as p, p.connection() as conn:
-        assert store.find_suppression(conn, "mallory@example.com") is None
+        assert suppressions.find_suppression(conn, "mallory@example.com") is None
     actions = [(a[2], a[3], a[4]) for a in audit(console)[1:]]
     assert actions == [
         ("suppression-add", tag, "abuse"),

@@ -17,7 +17,8 @@ import pytest
 
 import outbox
 from outbox.config import Settings
-from outbox.db import sql, statement, store
+from outbox.db import enqueue_statements, sql
+from outbox.db.store import data_retention, migration_runner, suppressions
 from outbox.errors import StoreError
 from outbox.intake import COLUMNS
 from tests.conftest import ADMIN_URL, _with_database
@@ -37,14 +38,14 @@ def fresh(settings: Settings) -> Iterator[Settings]:
         admin.execute(f'CREATE DATABASE "{name}"'.encode())
     url = _with_database(ADMIN_URL, name)
     with psycopg.connect(url) as conn:
-        store.migrate(conn)
+        migration_runner.migrate(conn)
     yield dataclasses.replace(settings, database_url=url)
     with psycopg.connect(ADMIN_URL, autocommit=True) as admin:
         admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'.encode())
 
 
-def _function() -> statement.EnqueueFunction:
-    return statement.enqueue_function(COLUMNS, sql.schema())
+def _function() -> enqueue_statements.EnqueueFunction:
+    return enqueue_statements.enqueue_function(COLUMNS, sql.schema())
 
 
 def _enqueue_psycopg2(settings: Settings, key: str) -> outbox.Enqueued:
@@ -79,7 +80,7 @@ def test_migrate_creates_this_releases_function(fresh: Settings) -> None:
     with psycopg.connect(fresh.database_url) as conn:
         exists = _function().exists
         assert conn.execute(exists.sql, exists.params).fetchone() == (True,)
-        assert store.migrate(conn) == []  # a second run finds it there
+        assert migration_runner.migrate(conn) == []  # a second run finds it there
 
 
 def test_psycopg2_calls_the_function_and_psycopg_prepared_does_not(fresh: Settings) -> None:
@@ -123,7 +124,7 @@ def test_through_the_function_a_suppressed_recipient_and_a_purged_key_answer_as_
     fresh: Settings,
 ) -> None:
     with psycopg.connect(fresh.database_url) as conn:
-        store.suppress(conn, "alice@example.com", scope="all", reason="hard_bounce")
+        suppressions.suppress(conn, "alice@example.com", scope="all", reason="hard_bounce")
     suppressed = _enqueue_psycopg2(fresh, "k-suppressed")
     assert (suppressed.created, suppressed.status) == (True, "suppressed")
 
@@ -134,7 +135,7 @@ def test_through_the_function_a_suppressed_recipient_and_a_purged_key_answer_as_
             " created_at = now() - interval '60 days'"
         )
         conn.commit()
-        purged = store.purge(conn, before=dt.datetime.now(dt.UTC) - dt.timedelta(days=30))
+        purged = data_retention.purge(conn, before=dt.datetime.now(dt.UTC) - dt.timedelta(days=30))
     assert purged.emails == 1
     again = _enqueue_psycopg2(fresh, "k-suppressed")  # the key stays taken: its tombstone answers
     assert (again.created, again.status, again.id, again.message_id) == (

@@ -20,7 +20,7 @@ import pytest
 
 import outbox
 from outbox.config import Settings
-from outbox.db import store
+from outbox.db.store import connections
 from outbox.errors import IdempotencyConflict, StoreError
 from outbox.intake import Enqueued
 from outbox.web.enqueue_groups import EnqueueGroups
@@ -36,9 +36,9 @@ def email(key: str, to: str = "alice@example.com") -> dict[str, Any]:
 
 @pytest.fixture
 def groups(settings: Settings) -> Iterator[EnqueueGroups]:
-    with store.Pool(settings.database_url, name="test-groups", max_size=4) as pool:
+    with connections.Pool(settings.database_url, name="test-groups", max_size=4) as pool:
 
-        def on(conn: store.Conn, arguments: dict[str, Any]) -> Enqueued:
+        def on(conn: connections.Conn, arguments: dict[str, Any]) -> Enqueued:
             return outbox.enqueue(conn, settings=settings, **arguments)
 
         g = EnqueueGroups(pool, on, committers=1, wait_seconds=30)

@@ -15,7 +15,7 @@ import httpx
 import pytest
 
 from outbox.config import Settings
-from outbox.db import store
+from outbox.db.store import api_key_rows, connections, data_retention
 from outbox.redact import recipient_tag
 from outbox.web import api_keys
 from outbox.web.server import WebServer, make_server
@@ -33,8 +33,8 @@ class Api:
     def key(self, *scopes: str) -> str:
         """A new key made the way `outbox api-keys create` makes one."""
         token = api_keys.new_token()
-        with store.connect(self.settings.database_url) as conn:
-            store.create_api_key(
+        with connections.connect(self.settings.database_url) as conn:
+            api_key_rows.create_api_key(
                 conn,
                 name=f"test-{uuid.uuid4().hex[:8]}",
                 token_hash=api_keys.token_hash(token),
@@ -57,7 +57,7 @@ class Api:
 
 def running(settings: Settings, **changes: Any) -> Iterator[Api]:
     settings = dataclasses.replace(settings, secret=SECRET, **changes)
-    with store.Pool(settings.database_url, name="test-api", max_size=8) as pool:
+    with connections.Pool(settings.database_url, name="test-api", max_size=8) as pool:
         server = make_server(settings, pool, "127.0.0.1", 0)
         server.app.api.key_cache_seconds = 0  # a revocation is seen by the next request
         thread = threading.Thread(target=server.serve_forever, daemon=True)
@@ -114,8 +114,10 @@ def test_a_purged_email_is_gone_but_its_key_answers_as_before(api: Api) -> None:
         "UPDATE email_outbox SET status = 'sent', sent_at = now() - interval '40 days',"
         " created_at = now() - interval '40 days' RETURNING id",
     )
-    with store.connect(api.settings.database_url) as conn:
-        assert store.purge(conn, before=dt.datetime.now(dt.UTC) - dt.timedelta(days=30)).emails
+    with connections.connect(api.settings.database_url) as conn:
+        assert data_retention.purge(
+            conn, before=dt.datetime.now(dt.UTC) - dt.timedelta(days=30)
+        ).emails
     assert api.get(f"/v1/emails/{first.json()['id']}", token).status_code == 404
     again = api.post("/v1/emails", token, {**LOGIN_EMAIL, "priority": "high"}, key="login-1")
     assert (again.status_code, again.json()) == (200, first.json())
@@ -252,8 +254,8 @@ def test_keys_wrong_revoked_and_out_of_scope(api: Api) -> None:
     token = api.key()
     assert api.post("/v1/emails", token, LOGIN_EMAIL, key="k").status_code == 202
     name = query(api.settings, "SELECT name FROM outbox_api_key ORDER BY id DESC LIMIT 1")[0][0]
-    with store.connect(api.settings.database_url) as conn:
-        assert store.revoke_api_key(conn, name)
+    with connections.connect(api.settings.database_url) as conn:
+        assert api_key_rows.revoke_api_key(conn, name)
         conn.commit()
     assert api.post("/v1/emails", token, LOGIN_EMAIL, key="k2").status_code == 401
     assert count(api.settings) == 1
@@ -401,7 +403,7 @@ def test_delete_cancels_an_email_no_worker_has_taken(api: Api) -> None:
     assert event[1].startswith("api key test-")
     again = delete(api, token, kept)
     assert (again.status_code, again.json()["cancelled"]) == (200, False)
-    with store.connect(api.settings.database_url) as conn:
+    with connections.connect(api.settings.database_url) as conn:
         conn.execute("UPDATE email_outbox SET status = 'sent' WHERE id = %s", (taken["id"],))
         conn.commit()
     late = delete(api, token, taken["id"])

@@ -69,7 +69,14 @@ def test_the_distribution_installs_one_import_package(wheel: Path) -> None:
     tops = {n.split("/")[0] for n in names}
     assert {t for t in tops if not t.endswith(".dist-info")} == {"outbox"}
     # What the package needs at run time travels with it.
-    assert "outbox/db/sql/queries.sql" in names
+    # Every module's file of named queries.
+    query_files = {
+        p.relative_to(ROOT).as_posix()
+        for p in ROOT.joinpath("outbox").rglob("*.sql")
+        if "migrations" not in p.parts
+    }
+    assert "outbox/db/store/relaying.sql" in query_files
+    assert query_files <= set(names)
     assert any(n.startswith("outbox/db/sql/migrations/0001_") for n in names)
     assert "outbox/templates/login_code/template.toml" in names
     assert "outbox/py.typed" in names

@@ -31,7 +31,7 @@ from outbox import (
     enqueue_many,
 )
 from outbox.config import PACKAGE_TEMPLATES, Settings
-from outbox.db import store
+from outbox.db.store import suppressions
 from outbox.message.sign import Signers
 from outbox.testing.sink import Behaviour, Received
 from outbox.transports.base import OutgoingMessage
@@ -430,8 +430,8 @@ def test_a_refused_to_fails_the_message_for_everyone(shop: Settings) -> None:
 
 def test_suppressed_copies_are_dropped_and_recorded(shop: Settings) -> None:
     with psycopg.connect(shop.database_url) as conn:
-        store.suppress(conn, "boss@example.org", reason="hard_bounce")
-        store.suppress(conn, "reader@example.net", reason="unsubscribe", scope="bulk")
+        suppressions.suppress(conn, "boss@example.org", reason="hard_bounce")
+        suppressions.suppress(conn, "reader@example.net", reason="unsubscribe", scope="bulk")
         conn.commit()
     add(shop, "one", cc=["boss@example.org", "ok@example.org"], bcc=["reader@example.net"])
     with psycopg.connect(shop.database_url) as conn:

@@ -12,8 +12,8 @@ import pytest
 
 from outbox import enqueue
 from outbox.config import Settings
-from outbox.db import store
 from outbox.db.sql import migrations
+from outbox.db.store import migration_runner
 from outbox.errors import StoreError
 from tests.conftest import ADMIN_URL, _with_database
 from tests.integration.helpers import LOGIN
@@ -34,7 +34,7 @@ def empty_url() -> Iterator[str]:
 
 def _migrate(url: str, **kwargs: object) -> list[str]:
     with psycopg.connect(url) as conn:
-        return store.migrate(conn, **kwargs)  # type: ignore[arg-type]
+        return migration_runner.migrate(conn, **kwargs)  # type: ignore[arg-type]
 
 
 # Columns of the first version of the table: valid at every later version too.
@@ -202,12 +202,12 @@ def test_a_lock_never_granted_stops_the_run_with_what_to_do(empty_url: str) -> N
         release.set()
         holder.join(10)
     with psycopg.connect(empty_url) as conn:
-        assert [s.version for s in store.migration_status(conn) if s.applied_at] == [1]
+        assert [s.version for s in migration_runner.migration_status(conn) if s.applied_at] == [1]
     assert _migrate(empty_url)[0] == "0002_requeue"
 
 
 def test_status_lists_pending_migrations_of_an_empty_database(empty_url: str) -> None:
     with psycopg.connect(empty_url) as conn:
-        states = store.migration_status(conn)
+        states = migration_runner.migration_status(conn)
     assert [s.version for s in states] == list(range(1, LATEST + 1))
     assert all(s.applied_at is None for s in states)

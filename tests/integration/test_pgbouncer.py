@@ -19,7 +19,7 @@ import psycopg
 import pytest
 
 from outbox.config import Settings
-from outbox.db import store
+from outbox.db.store import listener
 from outbox.relay.loop import NOTIFY_CHANNEL
 from tests.integration.helpers import add_login, add_newsletter, harness, statuses
 
@@ -104,12 +104,12 @@ def test_transaction_mode_drops_notifications(bounced: Settings) -> None:
 def test_the_relay_listener_notices_and_polls_with_one_warning(
     bounced: Settings, caplog: pytest.LogCaptureFixture
 ) -> None:
-    listener = store.Listener(bounced.listen_url, NOTIFY_CHANNEL, probe_seconds=0.5)
+    listening = listener.Listener(bounced.listen_url, NOTIFY_CHANNEL, probe_seconds=0.5)
     stop = threading.Event()
-    with caplog.at_level(logging.WARNING, logger="outbox.db.store"):
+    with caplog.at_level(logging.WARNING, logger="outbox.db.store.listener"):
         for _ in range(3):
-            listener.wait(0.1, stop)
-    assert listener.working is False
+            listening.wait(0.1, stop)
+    assert listening.working is False
     warnings = [r for r in caplog.records if "OUTBOX_LISTEN_DATABASE_URL" in r.getMessage()]
     assert len(warnings) == 1
 
@@ -118,14 +118,14 @@ def test_a_direct_listen_url_keeps_immediate_wake_ups(
     bounced: Settings, settings: Settings
 ) -> None:
     direct = dataclasses.replace(bounced, listen_database_url=settings.database_url)
-    listener = store.Listener(direct.listen_url, NOTIFY_CHANNEL, probe_seconds=2.0)
+    listening = listener.Listener(direct.listen_url, NOTIFY_CHANNEL, probe_seconds=2.0)
     stop = threading.Event()
-    listener.wait(0.01, stop)
-    assert listener.working is True
+    listening.wait(0.01, stop)
+    assert listening.working is True
     woke = threading.Event()
 
     def wait() -> None:
-        listener.wait(10.0, stop)
+        listening.wait(10.0, stop)
         woke.set()
 
     waiter = threading.Thread(target=wait)
@@ -138,7 +138,7 @@ def test_a_direct_listen_url_keeps_immediate_wake_ups(
     assert time.monotonic() - started < 2
     stop.set()
     waiter.join(5)
-    listener.close()
+    listening.close()
 
 
 def test_enqueue_relay_and_delivery_through_the_pooler(bounced: Settings) -> None:

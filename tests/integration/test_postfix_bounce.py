@@ -13,7 +13,7 @@ from psycopg_pool import ConnectionPool
 
 from outbox import enqueue
 from outbox.config import Settings
-from outbox.db import store
+from outbox.db.store import suppressions
 from outbox.feedback.smtp_server import BounceServer
 from outbox.testing.postfix import PostfixMissing, free_port, private_postfix
 from tests.integration.helpers import LOGIN, harness, query, wait_until
@@ -78,7 +78,9 @@ def test_a_real_dsn_suppresses_the_address(
             def suppressed() -> bool:
                 with psycopg.connect(settings.database_url) as conn:
                     return (
-                        store.find_suppression(conn, "no-such-user@users.outbox-test.example")
+                        suppressions.find_suppression(
+                            conn, "no-such-user@users.outbox-test.example"
+                        )
                         is not None
                     )
 
@@ -96,6 +98,6 @@ def test_a_real_dsn_suppresses_the_address(
     )
     assert bounce == [("verp", sent.id, False, "5.1.1")]
     with psycopg.connect(settings.database_url) as conn:
-        entry = store.find_suppression(conn, "no-such-user@users.outbox-test.example")
+        entry = suppressions.find_suppression(conn, "no-such-user@users.outbox-test.example")
     assert entry is not None
     assert entry.reason == "hard_bounce"

@@ -13,32 +13,32 @@ import psycopg.conninfo
 import pytest
 
 from outbox.config import Settings
-from outbox.db import store
+from outbox.db.store import connections, relaying, results, sending
 from outbox.delivery.result_committer import ResultCommitter
 from outbox.errors import StoreError
 from tests.integration.helpers import add_newsletter, pool, query
 from tests.lost_answer import LostAnswer
 
 
-def connect(settings: Settings, url: str | None = None) -> Callable[[], store.Conn]:
+def connect(settings: Settings, url: str | None = None) -> Callable[[], connections.Conn]:
     return functools.partial(
-        store.connect, url or settings.database_url, autocommit=True, prepare=False
+        connections.connect, url or settings.database_url, autocommit=True, prepare=False
     )
 
 
-def _taken(settings: Settings, conn_pool: store.Pool, n: int, worker: str) -> list[int]:
+def _taken(settings: Settings, conn_pool: connections.Pool, n: int, worker: str) -> list[int]:
     ids = add_newsletter(settings, n)
     with conn_pool.connection() as conn:
-        claimed = store.claim_due(conn, priority="bulk", limit=n, relay="r1")
-        rows = store.take_for_sending(conn, [c.id for c in claimed], worker)
+        claimed = relaying.claim_due(conn, priority="bulk", limit=n, relay="r1")
+        rows = sending.take_for_sending(conn, [c.id for c in claimed], worker)
     assert sorted(r.id for r in rows) == sorted(ids)
     return ids
 
 
 def _sent(
     row_id: int, *, reply_code: int = 250, text: str = "2.0.0 queued as A1"
-) -> store.AttemptRecord:
-    return store.AttemptRecord(
+) -> results.AttemptRecord:
+    return results.AttemptRecord(
         id=row_id,
         attempt=1,
         status="sent",
@@ -58,7 +58,7 @@ def _sent(
 _OPEN: list[ResultCommitter] = []
 
 
-def _committer(settings: Settings, connect_to: Callable[[], store.Conn]) -> ResultCommitter:
+def _committer(settings: Settings, connect_to: Callable[[], connections.Conn]) -> ResultCommitter:
     """A committer the test closes, whatever the test leaves held."""
     committer = ResultCommitter(connect_to, max_age_seconds=settings.max_age_seconds)
     _OPEN.append(committer)
@@ -78,9 +78,9 @@ def test_results_of_many_threads_are_all_written(settings: Settings) -> None:
         workers = [f"w{n}" for n in range(4)]
         ids = add_newsletter(settings, 40)
         with conn_pool.connection() as conn:
-            claimed = [c.id for c in store.claim_due(conn, priority="bulk", limit=40, relay="r")]
+            claimed = [c.id for c in relaying.claim_due(conn, priority="bulk", limit=40, relay="r")]
             for n, worker in enumerate(workers):
-                store.take_for_sending(conn, claimed[n::4], worker)
+                sending.take_for_sending(conn, claimed[n::4], worker)
         statuses: dict[int, str | None] = {}
 
         def thread(worker: str, mine: list[int]) -> None:
@@ -105,7 +105,7 @@ def test_results_handed_over_during_a_commit_go_together_in_the_next(settings: S
         first, *rest = _taken(settings, conn_pool, 5, "w6")
         gate, connected = threading.Event(), threading.Event()
 
-        def slow_connect() -> store.Conn:
+        def slow_connect() -> connections.Conn:
             connected.set()
             gate.wait(10)  # the first group's write holds here
             return connect(settings)()
@@ -193,7 +193,7 @@ def test_a_group_with_a_refused_recipient_records_every_result_and_suppresses_on
 def test_a_defect_in_writing_fails_the_waiting_threads_instead_of_hanging_them(
     settings: Settings,
 ) -> None:
-    def broken() -> store.Conn:
+    def broken() -> connections.Conn:
         raise RuntimeError("not a database error")  # a defect, not an outage
 
     committer = _committer(settings, broken)
@@ -225,7 +225,7 @@ def test_close_while_postgres_refuses_connections_gives_up_and_says_so(
     with pool(settings) as conn_pool:
         (row_id,) = _taken(settings, conn_pool, 1, "w9")
 
-        def refused() -> store.Conn:
+        def refused() -> connections.Conn:
             raise StoreError("connection refused (Postgres is down)")
 
         committer = _committer(settings, refused)
@@ -271,7 +271,9 @@ def test_results_written_before_a_refused_hand_back_are_not_written_again(
         committer = _committer(settings, connect(settings))
         attempt = committer.submit("w10", _sent(sent))
         # jsonb refuses \u0000: the hand-back's statement fails after the attempts' one.
-        back = committer.submit("w10", store.Unattempted(handed_back, "w10", "path down \x00", 0.0))
+        back = committer.submit(
+            "w10", results.Unattempted(handed_back, "w10", "path down \x00", 0.0)
+        )
         assert back.wait(10) == "pending"  # recorded without its reason
         assert attempt.wait(0) == "sent"
     assert query(settings, "SELECT count(*) FROM email_attempt") == [(1,)]

@@ -14,7 +14,7 @@ import pytest
 from outbox import enqueue, enqueue_many
 from outbox.cli.input import erasure_pattern
 from outbox.config import Settings
-from outbox.db import store
+from outbox.db.store import data_retention, suppressions
 from outbox.errors import IdempotencyConflict
 from outbox.relay.retention import Retention
 from tests.integration.helpers import LOGIN, NEWS, query, statuses
@@ -89,7 +89,7 @@ def test_a_purged_key_stays_taken_with_its_message_id(settings: Settings) -> Non
     query(settings, f"UPDATE email_outbox SET status = 'sent', sent_at = {OLD},"
                     f" created_at = {OLD} RETURNING id")  # fmt: skip
     with psycopg.connect(settings.database_url) as conn:
-        purged = store.purge(conn, before=dt.datetime.now(dt.UTC) - dt.timedelta(days=30))
+        purged = data_retention.purge(conn, before=dt.datetime.now(dt.UTC) - dt.timedelta(days=30))
     assert purged.emails == 1
 
     with psycopg.connect(settings.database_url) as conn:
@@ -137,7 +137,9 @@ def test_forget_erases_an_address_everywhere_and_keeps_it_suppressed(
     )
     _history(settings)
     with psycopg.connect(settings.database_url) as conn:
-        store.suppress(conn, "gone@example.com", reason="complaint", detail="from gone@example.com")
+        suppressions.suppress(
+            conn, "gone@example.com", reason="complaint", detail="from gone@example.com"
+        )
         conn.commit()
 
     result = outbox(settings, "forget", "gone@example.com", "--json")
@@ -230,9 +232,11 @@ def test_the_relays_daily_retention_runs_in_one_relay_at_a_time(settings: Settin
                     f" created_at = {OLD} RETURNING id")  # fmt: skip
     retention = Retention(dataclasses.replace(settings, retention_days=30), threading.Event())
     with psycopg.connect(settings.database_url, autocommit=True) as other:
-        other.execute("SELECT pg_advisory_lock(%s, hashtext(''))", (store.RETENTION_LOCK,))
+        other.execute("SELECT pg_advisory_lock(%s, hashtext(''))", (data_retention.RETENTION_LOCK,))
         assert retention.run_once() is None  # another relay is at it
-        other.execute("SELECT pg_advisory_unlock(%s, hashtext(''))", (store.RETENTION_LOCK,))
+        other.execute(
+            "SELECT pg_advisory_unlock(%s, hashtext(''))", (data_retention.RETENTION_LOCK,)
+        )
     purged = retention.run_once()
     assert purged is not None
     assert purged.emails == 1
@@ -240,7 +244,7 @@ def test_the_relays_daily_retention_runs_in_one_relay_at_a_time(settings: Settin
     # The lock was given back: a second relay may run the next day's purge.
     with psycopg.connect(settings.database_url, autocommit=True) as other:
         assert other.execute(
-            "SELECT pg_try_advisory_lock(%s, hashtext(''))", (store.RETENTION_LOCK,)
+            "SELECT pg_try_advisory_lock(%s, hashtext(''))", (data_retention.RETENTION_LOCK,)
         ).fetchone() == (True,)
 
 
@@ -281,7 +285,9 @@ def test_enqueues_planned_before_a_first_purge_read_its_tombstones_by_the_index(
             conn.commit()
         _run(settings, AGE_ALL)
         with psycopg.connect(settings.database_url) as conn:
-            purged = store.purge(conn, before=dt.datetime.now(dt.UTC) - dt.timedelta(days=30))
+            purged = data_retention.purge(
+                conn, before=dt.datetime.now(dt.UTC) - dt.timedelta(days=30)
+            )
         assert purged.emails == 3015
         app.execute("SELECT pg_stat_force_next_flush()")
         app.commit()

@@ -24,8 +24,15 @@ import pytest
 
 import outbox
 from outbox.config import Settings
-from outbox.db import sql, statement, store
+from outbox.db import enqueue_statements, sql
 from outbox.db.sql.schema import FUNCTIONS, TABLES
+from outbox.db.store import (
+    console_sessions,
+    data_retention,
+    lookups,
+    migration_runner,
+    suppressions,
+)
 from outbox.errors import ConfigError
 from outbox.intake import COLUMNS
 from outbox.testing.sink import SmtpSink
@@ -46,10 +53,10 @@ def in_schema(settings: Settings) -> Iterator[Settings]:
     name = f"mail_{uuid.uuid4().hex[:8]}"
     with sql.use_schema(name):
         with psycopg.connect(settings.database_url) as conn:
-            store.migrate(conn)
+            migration_runner.migrate(conn)
         yield dataclasses.replace(settings, schema=name)
     with psycopg.connect(settings.database_url) as conn:
-        store.drop_schema(conn, name)
+        migration_runner.drop_schema(conn, name)
 
 
 def rows(settings: Settings, table: str = "email_outbox") -> list[tuple[Any, ...]]:
@@ -90,13 +97,13 @@ def test_migrate_builds_every_table_and_function_in_the_schema(in_schema: Settin
         ).fetchall()
         assert {r[0] for r in found} == TABLES
         # And this release's enqueue function (its name is a hash), in the schema too.
-        enqueue_function = statement.enqueue_function(COLUMNS, in_schema.schema)
+        enqueue_function = enqueue_statements.enqueue_function(COLUMNS, in_schema.schema)
         assert enqueue_function.name.startswith(f'"{in_schema.schema}".email_enqueue_')
         assert {r[0] for r in functions} == FUNCTIONS | {enqueue_function.name.split(".")[1]}
-        states = store.migration_status(conn)
+        states = migration_runner.migration_status(conn)
         assert states
         assert all(s.applied_at is not None for s in states)
-        assert store.migrate(conn) == []  # a second run finds everything applied
+        assert migration_runner.migrate(conn) == []  # a second run finds everything applied
     # The application's own connection keeps its search_path: public comes first.
     with psycopg.connect(in_schema.database_url) as conn:
         assert conn.execute("SELECT current_schema()").fetchone() == ("public",)
@@ -136,7 +143,7 @@ def test_suppression_purge_tombstones_and_forget_stay_in_the_schema(
     in_schema: Settings,
 ) -> None:
     with psycopg.connect(in_schema.database_url) as conn:
-        store.suppress(conn, "bob@example.com", reason="complaint")
+        suppressions.suppress(conn, "bob@example.com", reason="complaint")
         conn.commit()
         outbox.enqueue(conn, **login("to-bob", "bob@example.com"), settings=in_schema)
         sent = outbox.enqueue(conn, **login("to-alice"), settings=in_schema)
@@ -148,21 +155,21 @@ def test_suppression_purge_tombstones_and_forget_stay_in_the_schema(
             (OLD, OLD),
         )
         conn.commit()
-        purged = store.purge(conn, before=dt.datetime(2021, 1, 1, tzinfo=dt.UTC))
+        purged = data_retention.purge(conn, before=dt.datetime(2021, 1, 1, tzinfo=dt.UTC))
         assert purged.emails == 2
         again = outbox.enqueue(conn, **login("to-alice"), settings=in_schema)
         conn.commit()
         assert (again.created, again.status, again.message_id) == (
             False, "purged", sent.message_id,
         )  # fmt: skip
-        forgotten = store.forget(conn, "bob@example.com", pattern="bob@example\\.com")
+        forgotten = data_retention.forget(conn, "bob@example.com", pattern="bob@example\\.com")
         conn.commit()
         assert forgotten.suppression_kept
         refused = outbox.enqueue(conn, **login("to-bob-2", "bob@example.com"), settings=in_schema)
         conn.commit()
         assert refused.status == "suppressed"
         with sql.use_schema(""):
-            assert store.find_suppression(conn, "bob@example.com") is None  # public's list
+            assert suppressions.find_suppression(conn, "bob@example.com") is None  # public's list
 
 
 def test_address_lookups_and_console_sessions_work_in_the_schema(in_schema: Settings) -> None:
@@ -170,19 +177,19 @@ def test_address_lookups_and_console_sessions_work_in_the_schema(in_schema: Sett
         outbox.enqueue(conn, **login("to-carol", "Carol@Example.com"), settings=in_schema)
         table = f'"{in_schema.schema}".email_outbox'
         conn.execute(f"UPDATE {table} SET status = 'sent', sent_at = now()".encode())
-        found = store.find_messages_to(conn, "carol@example.com")
+        found = lookups.find_messages_to(conn, "carol@example.com")
         assert [r["idempotency_key"] for r in found] == ["to-carol"]  # the keyed-hash index
         expires = dt.datetime.now(dt.UTC) + dt.timedelta(hours=1)
-        session = store.console_session_add(
+        session = console_sessions.console_session_add(
             conn, token_hash=b"h" * 32, user_name="ops", role="operator", expires_at=expires
         )
-        assert store.console_session_find(conn, b"h" * 32) is not None
-        assert store.console_session_revoke(conn, b"h" * 32)
-        assert store.console_session_find(conn, b"h" * 32) is None
+        assert console_sessions.console_session_find(conn, b"h" * 32) is not None
+        assert console_sessions.console_session_revoke(conn, b"h" * 32)
+        assert console_sessions.console_session_find(conn, b"h" * 32) is None
         conn.commit()
     assert session > 0
     with psycopg.connect(in_schema.database_url) as conn, sql.use_schema(""):
-        assert store.find_messages_to(conn, "carol@example.com") == []  # public's outbox
+        assert lookups.find_messages_to(conn, "carol@example.com") == []  # public's outbox
 
 
 def test_relay_and_delivery_send_from_the_schema(in_schema: Settings) -> None:

@@ -9,7 +9,8 @@ import pytest
 
 from outbox import enqueue, enqueue_many
 from outbox.config import Settings
-from outbox.db import store
+from outbox.db.store import suppressions
+from outbox.errors import StoreError
 from outbox.redact import recipient_tag
 from tests.integration.helpers import LOGIN, NEWS, query, statuses
 
@@ -32,7 +33,7 @@ def send(
 def test_suppressed_recipient_is_never_queued(
     conn: psycopg.Connection[Any], settings: Settings
 ) -> None:
-    store.suppress(conn, "Bounced@Example.com", reason="hard_bounce")
+    suppressions.suppress(conn, "Bounced@Example.com", reason="hard_bounce")
     conn.commit()
     with psycopg.connect(settings.database_url, autocommit=True) as listener:
         listener.execute("LISTEN outbox_due")
@@ -48,7 +49,7 @@ def test_suppressed_recipient_is_never_queued(
 def test_an_unsubscribe_stops_newsletters_not_login_codes(
     conn: psycopg.Connection[Any], settings: Settings
 ) -> None:
-    assert store.suppress(conn, "reader@example.com", reason="unsubscribe", scope="bulk")
+    assert suppressions.suppress(conn, "reader@example.com", reason="unsubscribe", scope="bulk")
     conn.commit()
     assert send(conn, settings, "news", "reader@example.com", "bulk").suppressed
     assert not send(conn, settings, "code", "reader@example.com", "high").suppressed
@@ -57,22 +58,22 @@ def test_an_unsubscribe_stops_newsletters_not_login_codes(
 
 
 def test_a_wider_scope_replaces_a_narrower_one(conn: psycopg.Connection[Any]) -> None:
-    assert store.suppress(conn, "a@example.com", reason="unsubscribe", scope="bulk")
-    assert not store.suppress(conn, "a@example.com", reason="unsubscribe", scope="bulk")
-    assert store.suppress(conn, "a@example.com", reason="complaint", scope="all")
-    assert not store.suppress(conn, "A@example.com", reason="unsubscribe", scope="bulk")
-    found = store.find_suppression(conn, "a@EXAMPLE.com")
+    assert suppressions.suppress(conn, "a@example.com", reason="unsubscribe", scope="bulk")
+    assert not suppressions.suppress(conn, "a@example.com", reason="unsubscribe", scope="bulk")
+    assert suppressions.suppress(conn, "a@example.com", reason="complaint", scope="all")
+    assert not suppressions.suppress(conn, "A@example.com", reason="unsubscribe", scope="bulk")
+    found = suppressions.find_suppression(conn, "a@EXAMPLE.com")
     assert found is not None
     assert (found.scope, found.reason) == ("all", "complaint")
-    assert store.unsuppress(conn, "a@example.com")
-    assert store.find_suppression(conn, "a@example.com") is None
+    assert suppressions.unsuppress(conn, "a@example.com")
+    assert suppressions.find_suppression(conn, "a@example.com") is None
 
 
 def test_enqueue_many_checks_every_recipient(
     conn: psycopg.Connection[Any], settings: Settings
 ) -> None:
-    store.suppress(conn, "r3@example.com", reason="complaint")
-    store.suppress(conn, "r5@example.com", reason="unsubscribe", scope="bulk")
+    suppressions.suppress(conn, "r3@example.com", reason="complaint")
+    suppressions.suppress(conn, "r5@example.com", reason="unsubscribe", scope="bulk")
     conn.commit()
     rows = [
         {
@@ -93,13 +94,13 @@ def test_enqueue_many_checks_every_recipient(
 def test_reasons_that_are_not_one_line_are_refused(
     conn: psycopg.Connection[Any], reason: str
 ) -> None:
-    with pytest.raises(store.StoreError):
-        store.suppress(conn, "a@example.com", reason=reason)
+    with pytest.raises(StoreError):
+        suppressions.suppress(conn, "a@example.com", reason=reason)
 
 
 def test_an_operators_own_reason_is_kept(conn: psycopg.Connection[Any]) -> None:
-    assert store.suppress(conn, "a@example.com", reason="asked by phone")
-    found = store.find_suppression(conn, "a@example.com")
+    assert suppressions.suppress(conn, "a@example.com", reason="asked by phone")
+    found = suppressions.find_suppression(conn, "a@example.com")
     assert found is not None
     assert found.reason == "asked by phone"
 

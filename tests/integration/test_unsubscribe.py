@@ -25,7 +25,7 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 
 from outbox import enqueue
 from outbox.config import Settings
-from outbox.db import store
+from outbox.db.store import suppressions
 from outbox.message.list_unsubscribe import token as make_token
 from outbox.message.sign import Signer, public_record
 from outbox.web.server import make_server
@@ -126,17 +126,17 @@ def test_one_click_unsubscribe_stops_newsletters_not_login_codes(web: Settings) 
     assert '<form method="post"' in page
     assert "r…@example.com" in page
     with psycopg.connect(settings.database_url) as conn:
-        assert store.find_suppression(conn, "r0@example.com") is None
+        assert suppressions.find_suppression(conn, "r0@example.com") is None
 
     # The one-click POST suppresses newsletters; a repeat answers the same.
     first = request(link, b"List-Unsubscribe=One-Click")
     assert first[0] == 200
     assert request(link, b"List-Unsubscribe=One-Click") == first
     with psycopg.connect(settings.database_url) as conn:
-        found = store.find_suppression(conn, "r0@example.com")
+        found = suppressions.find_suppression(conn, "r0@example.com")
         assert found is not None
         assert (found.scope, found.reason) == ("bulk", "unsubscribe")
-        assert store.find_suppression(conn, "r1@example.com") is None
+        assert suppressions.find_suppression(conn, "r1@example.com") is None
         newsletter_again = enqueue(
             conn,
             idempotency_key="nl-again",

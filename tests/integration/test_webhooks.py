@@ -20,7 +20,7 @@ import pytest
 
 from outbox import enqueue
 from outbox.config import Settings
-from outbox.db import store
+from outbox.db.store import bounce_reports, suppressions
 from outbox.feedback.ingest import process_pending
 from outbox.transports.select import build_transport
 from outbox.web.server import make_server
@@ -104,9 +104,9 @@ def send_one(settings: Settings, kind: str, fake: Any, key: str, to: str) -> str
     return str(provider_id)
 
 
-def suppression(settings: Settings, address: str) -> store.Suppression | None:
+def suppression(settings: Settings, address: str) -> suppressions.Suppression | None:
     with psycopg.connect(settings.database_url) as conn:
-        return store.find_suppression(conn, address)
+        return suppressions.find_suppression(conn, address)
 
 
 def bounces(settings: Settings) -> list[tuple[Any, ...]]:
@@ -255,7 +255,7 @@ def test_a_report_stored_before_a_crash_is_finished_by_reprocessing(web: Web) ->
     body = json.dumps(postmark_bounce(provider_id, "late@example.org")).encode()
     with psycopg.connect(web.settings.database_url) as conn:
         # What the endpoint commits before processing; the process died right after.
-        store.store_report(conn, body, source="postmark", event_id="Bounce:1")
+        bounce_reports.store_report(conn, body, source="postmark", event_id="Bounce:1")
         conn.commit()
         assert suppression(web.settings, "late@example.org") is None
         assert process_pending(conn, web.settings) == 1

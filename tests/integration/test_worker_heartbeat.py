@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 
 from outbox.config import Settings
-from outbox.db import store
+from outbox.db.store import connections, relaying, sending
 from outbox.worker.heartbeat import EXIT_POOL_WEDGED, WEDGED_POOL_WAITS, Heartbeat, process_name
 from tests.integration.helpers import add_newsletter, query
 
@@ -19,13 +19,13 @@ class Clock:
 
 
 def test_a_beat_names_the_process_and_its_pool(settings: Settings) -> None:
-    with store.Pool(settings.database_url, name="test", min_size=1, max_size=3) as pool:
+    with connections.Pool(settings.database_url, name="test", min_size=1, max_size=3) as pool:
         beat = Heartbeat(settings, pool, exit_process=lambda code: None)
         assert beat.beat() is True
         beat.stop()  # a clean stop leaves the list
     rows = query(settings, "SELECT name FROM outbox_process")
     assert rows == []
-    with store.Pool(settings.database_url, name="test", min_size=1, max_size=3) as pool:
+    with connections.Pool(settings.database_url, name="test", min_size=1, max_size=3) as pool:
         again = Heartbeat(settings, pool, exit_process=lambda code: None)
         again.beat()
         again.close()
@@ -38,7 +38,7 @@ def test_a_pool_with_every_connection_leaked_ends_the_process(settings: Settings
     settings = dataclasses.replace(settings, pool_timeout=0.1)
     exits: list[int] = []
     clock = Clock()
-    with store.Pool(settings.database_url, name="test", min_size=1, max_size=2) as pool:
+    with connections.Pool(settings.database_url, name="test", min_size=1, max_size=2) as pool:
         leaked = [
             pool._pool.getconn(),
             pool._pool.getconn(),
@@ -61,7 +61,7 @@ def test_a_pool_that_lends_again_is_not_ended(settings: Settings) -> None:
     settings = dataclasses.replace(settings, pool_timeout=0.1)
     exits: list[int] = []
     clock = Clock()
-    with store.Pool(settings.database_url, name="test", min_size=1, max_size=2) as pool:
+    with connections.Pool(settings.database_url, name="test", min_size=1, max_size=2) as pool:
         leaked = [pool._pool.getconn(), pool._pool.getconn()]  # a leak, from below
         beat = Heartbeat(settings, pool, exit_process=exits.append, clock=clock)
         beat.beat()
@@ -80,7 +80,7 @@ def test_postgres_away_is_not_blamed_on_the_pool(settings: Settings) -> None:
     )
     exits: list[int] = []
     clock = Clock()
-    with store.Pool(away.database_url, name="test", min_size=0, max_size=1) as pool:
+    with connections.Pool(away.database_url, name="test", min_size=0, max_size=1) as pool:
         beat = Heartbeat(away, pool, exit_process=exits.append, clock=clock)
         for _ in range(3):
             assert beat.beat() is False
@@ -94,13 +94,13 @@ def test_a_beat_returns_rows_locked_by_this_process_that_no_thread_holds(
     ids = add_newsletter(settings, 4)
     mine, in_hand, fresh, theirs = ids
     me = process_name()
-    with store.Pool(settings.database_url, name="test", min_size=1, max_size=3) as pool:
+    with connections.Pool(settings.database_url, name="test", min_size=1, max_size=3) as pool:
         with pool.connection() as conn:
-            claimed = [c.id for c in store.claim_due(conn, priority="bulk", limit=4, relay="r")]
+            claimed = [c.id for c in relaying.claim_due(conn, priority="bulk", limit=4, relay="r")]
             assert sorted(claimed) == sorted(ids)
-            store.take_for_sending(conn, [mine, in_hand], f"{me}:Thread-1")
-            store.take_for_sending(conn, [fresh], f"{me}:Thread-2")
-            store.take_for_sending(conn, [theirs], "elsewhere:1:Thread-1")
+            sending.take_for_sending(conn, [mine, in_hand], f"{me}:Thread-1")
+            sending.take_for_sending(conn, [fresh], f"{me}:Thread-2")
+            sending.take_for_sending(conn, [theirs], "elsewhere:1:Thread-1")
         # Locked long ago, except `fresh`, just taken (its thread may not have said so yet).
         query(
             settings,

@@ -5,9 +5,8 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
-from outbox.db import statement
+from outbox.db import enqueue_statements
 from outbox.db.row import Row
-from outbox.db.sql import queries
 from outbox.fields.files import check_files
 from outbox.intake import plans
 
@@ -31,13 +30,13 @@ def row(key: str, **fields: Any) -> Row:
     return Row(**{**base, **fields})
 
 
-def ran(created: list[tuple[Row, int]], *, copied: bool) -> list[statement.Statement]:
+def ran(created: list[tuple[Row, int]], *, copied: bool) -> list[enqueue_statements.Statement]:
     plan = plans.after_insert(created, copied=copied)
-    ops: list[statement.Statement] = []
+    ops: list[enqueue_statements.Statement] = []
     try:
         op = next(plan)
         while True:
-            assert isinstance(op, statement.Statement)
+            assert isinstance(op, enqueue_statements.Statement)
             ops.append(op)
             op = plan.send([])
     except StopIteration:
@@ -52,7 +51,7 @@ def test_plain_rows_need_nothing_more() -> None:
 def test_copies_are_checked_for_the_rows_that_have_them() -> None:
     (op,) = ran([(row("a", cc=("c@x.org",)), 1), (row("b"), 2), (row("c", bcc=("d@x.org",)), 3)],
                 copied=False)  # fmt: skip
-    assert op.sql == queries["drop_suppressed_copies"]
+    assert op.sql == enqueue_statements.queries["drop_suppressed_copies"]
     assert op.params == {"ids": [1, 3]}
 
 
@@ -61,7 +60,7 @@ def test_only_copied_rows_are_scheduled_afterwards() -> None:
     created = [(row("a", send_at=later), 1), (row("b"), 2)]
     assert ran(created, copied=False) == []  # the insert wrote next_attempt_at itself
     (op,) = ran(created, copied=True)
-    assert (op.sql, op.params) == (queries["schedule_new"], {"ids": [1]})
+    assert (op.sql, op.params) == (enqueue_statements.queries["schedule_new"], {"ids": [1]})
 
 
 def test_files_are_stored_once_each_in_hash_order_and_each_use_noted() -> None:

@@ -82,7 +82,7 @@ def test_the_single_key_settings_remain_the_default(keyed: Settings, tmp_path: P
 
 
 def test_each_message_is_signed_by_its_from_domain(keyed: Settings) -> None:
-    from outbox.db.store import OutboxRow  # noqa: PLC0415
+    from outbox.db.store import sending  # noqa: PLC0415
 
     composer = Composer(keyed)
     signers = composer.signers
@@ -90,7 +90,7 @@ def test_each_message_is_signed_by_its_from_domain(keyed: Settings) -> None:
         ("Billing <billing@billing.example.com>", "billing.example.com"),
         ("News <news@news.example.com>", "example.com"),
     ]:
-        row = OutboxRow(
+        row = sending.OutboxRow(
             id=1, idempotency_key="k", recipient="alice@example.org", template="login_code",
             params={"name": "A", "code": "1", "product": "P", "minutes": 5},
             message_id="<m@shop.example>", priority=Priority.HIGH.value, attempts=1,

@@ -117,14 +117,33 @@ def test_every_exception_is_in_the_outbox_error_tree() -> None:
         assert cls.__name__ in (errors.__doc__ or ""), f"{cls.__name__} is not drawn in the tree"
 
 
-# Postgres is reached in one place per kind of connection: the store (its own
-# pools and connections) and the executors, which run intake's pre-built
-# statements on an application's connection of whichever driver it uses.
+# Postgres is reached in one place per kind of connection: the store package
+# (its own pools and connections, a module per concern) and the executors,
+# which run intake's pre-built statements on an application's connection of
+# whichever driver it uses.
 DATABASE_DRIVERS = {"psycopg", "psycopg_pool", "psycopg2", "asyncpg", "sqlalchemy"}
-TALK_TO_POSTGRES = {"db.store", "db.executors", "db.async_executors"}
+TALK_TO_POSTGRES = {"db.executors", "db.async_executors"}
+STORE = "db.store"
+
+
+def _talks_to_postgres(top: str) -> bool:
+    return top in TALK_TO_POSTGRES or top == STORE or top.startswith(STORE + ".")
 
 
 @pytest.mark.parametrize(("top", "path"), _modules(), ids=str)
 def test_only_the_store_and_the_executors_import_a_database_driver(top: str, path: Path) -> None:
     drivers = {name for name in _imports(path) if name.split(".")[0] in DATABASE_DRIVERS}
-    assert top in TALK_TO_POSTGRES or not drivers, f"outbox.{top} imports {drivers}"
+    assert _talks_to_postgres(top) or not drivers, f"outbox.{top} imports {drivers}"
+
+
+def test_the_store_is_a_package_of_modules_that_talk_to_postgres() -> None:
+    store = [top for top, _ in _modules() if top.startswith(STORE + ".")]
+    assert len(store) > 1, "the store's modules are not where this test looks"
+    drivers = {
+        top
+        for top, path in _modules()
+        if top.startswith(STORE + ".")
+        and any(n.split(".")[0] in DATABASE_DRIVERS for n in _imports(path))
+    }
+    # Guards the test above: it would pass for any module if the store moved.
+    assert f"{STORE}.connections" in drivers

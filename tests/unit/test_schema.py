@@ -8,10 +8,12 @@ import pytest
 
 from outbox import config
 from outbox.db import sql
-from outbox.db.sql import migrations, queries
+from outbox.db.enqueue_statements import copy_outbox, copy_sql
+from outbox.db.sql import migrations
 from outbox.db.sql.schema import FUNCTIONS, TABLES, qualify
-from outbox.db.statement import copy_outbox, copy_sql
+from outbox.db.store import relaying
 from outbox.errors import ConfigError
+from tests.unit.test_sql import every_query
 
 _CREATED_TABLE = re.compile(r"CREATE\s+TABLE\s+(?:IF\s+NOT\s+EXISTS\s+)?([a-z_]+)", re.I)
 _CREATED_FUNCTION = re.compile(r"CREATE\s+(?:OR\s+REPLACE\s+)?FUNCTION\s+([a-z_]+)", re.I)
@@ -62,7 +64,7 @@ def test_longer_names_and_columns_that_contain_a_table_name_stay_whole() -> None
 def test_every_query_and_migration_names_nothing_of_ours_bare_under_a_schema() -> None:
     bare = re.compile(r"(?<![\w.\"])(" + "|".join(TABLES | FUNCTIONS) + r")(?![\w\"])")
     with sql.use_schema("billing"):
-        texts = [queries[name] for name in queries] + [m.sql for m in migrations()]
+        texts = [q[name] for _, q in every_query() for name in q] + [m.sql for m in migrations()]
     for text in texts:
         # comments may name a table in prose; code may not
         code = "\n".join(line.split("--")[0] for line in text.splitlines())
@@ -70,11 +72,11 @@ def test_every_query_and_migration_names_nothing_of_ours_bare_under_a_schema() -
 
 
 def test_queries_follow_the_schema_in_use_and_return_to_it() -> None:
-    plain = queries["claim_due"]
+    plain = relaying.queries["claim_due"]
     with sql.use_schema("billing"):
-        assert '"billing".email_outbox' in queries["claim_due"]
+        assert '"billing".email_outbox' in relaying.queries["claim_due"]
         assert sql.schema() == "billing"
-    assert queries["claim_due"] == plain
+    assert relaying.queries["claim_due"] == plain
     assert '"' not in plain
 
 

@@ -1,4 +1,11 @@
-"""Every runtime query, loaded by name from ``queries.sql``, named in OUTBOX_SCHEMA."""
+"""The named queries and the migrations, named in OUTBOX_SCHEMA.
+
+Each module that runs SQL keeps its queries in the ``.sql`` file of its own
+name beside it (``outbox/db/store/relaying.sql`` for
+:mod:`outbox.db.store.relaying`) and reads them once, at import, with
+:func:`load_queries`. In a file, ``-- name --`` opens each query and the
+comment lines right after it say what it does.
+"""
 
 from __future__ import annotations
 
@@ -9,20 +16,20 @@ from importlib import resources
 from typing import LiteralString, cast
 
 from outbox import config
+from outbox.db.sql.migration_files import Migration
 from outbox.db.sql.schema import qualify
-from outbox.db.sql.statements import Migration
 from outbox.errors import ConfigError
 
 # "-- name --" opens a query; the comment lines right after it describe it.
 _QUERY_HEADER = re.compile(r"(?:\n|^)-- ([a-z0-9_]+) --\n(?:-- .+\n)*")
 
 
-def parse_queries(text: str) -> dict[str, LiteralString]:
+def parse_queries(text: str, source: str = "the queries") -> dict[str, LiteralString]:
     parts = _QUERY_HEADER.split(text)
     # parts: [preamble, name1, body1, name2, body2, ...]
     names, bodies = parts[1::2], parts[2::2]
     if len(set(names)) != len(names):
-        raise ValueError("duplicate query name in queries.sql")
+        raise ValueError(f"duplicate query name in {source}")
     return {
         name: cast(LiteralString, body.strip()) for name, body in zip(names, bodies, strict=True)
     }
@@ -61,8 +68,8 @@ def qualified(sql: str) -> str:
     return qualify(sql, schema())
 
 
-class _Queries(Mapping[str, LiteralString]):
-    """The queries by name, each qualified once per schema."""
+class Queries(Mapping[str, LiteralString]):
+    """One file's queries by name, each qualified once per schema."""
 
     def __init__(self, bare: dict[str, LiteralString]) -> None:
         self._bare = bare
@@ -98,6 +105,8 @@ def migrations() -> list[Migration]:
     return sorted(found, key=lambda m: m.version)
 
 
-queries = _Queries(
-    parse_queries(resources.files(__package__).joinpath("queries.sql").read_text("utf-8"))
-)
+def load_queries(module: str) -> Queries:
+    """The queries of ``module`` (its ``__name__``): the ``.sql`` file of its name beside it."""
+    package, _, name = module.rpartition(".")
+    path = resources.files(package).joinpath(f"{name}.sql")
+    return Queries(parse_queries(path.read_text("utf-8"), f"{package}/{name}.sql"))

@@ -1,12 +1,13 @@
 """Naming the outbox's tables and functions in a schema of their own (OUTBOX_SCHEMA).
 
-The SQL of ``queries.sql`` and of the migrations names its objects bare, so a
-database with the outbox in its ``search_path`` (``public``, usually) needs
-nothing. With a schema set, every name of ours is qualified in the text
-itself, ``"billing".email_outbox``, rather than by a ``search_path``: enqueue
-runs on the application's own connection, whose ``search_path`` is the
-application's business, and PgBouncer in transaction mode neither keeps a
-``SET search_path`` to one client nor passes a startup ``options`` on.
+The named queries (each module's ``.sql`` file) and the migrations name their
+objects bare, so a database with the outbox in its ``search_path``
+(``public``, usually) needs nothing. With a schema set, every name of ours is
+qualified in the text itself, ``"billing".email_outbox``, rather than by a
+``search_path``: enqueue runs on the application's own connection, whose
+``search_path`` is the application's business, and PgBouncer in transaction
+mode neither keeps a ``SET search_path`` to one client nor passes a startup
+``options`` on.
 
 Pure text handling: :func:`qualify` is applied once per query and schema.
 """

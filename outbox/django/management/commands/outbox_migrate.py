@@ -10,9 +10,10 @@ from __future__ import annotations
 from typing import Any
 
 from django.core.management.base import BaseCommand
-from django.db import DEFAULT_DB_ALIAS, connections
+from django.db import DEFAULT_DB_ALIAS
+from django.db import connections as django_connections
 
-from outbox.db import store
+from outbox.db.store import connections, migration_runner
 from outbox.errors import ConfigError
 
 
@@ -23,18 +24,18 @@ class Command(BaseCommand):  # type: ignore[misc]  # Django ships no types
         parser.add_argument("--database", default=DEFAULT_DB_ALIAS)
 
     def handle(self, *args: Any, **options: Any) -> None:
-        conn = connections[options["database"]]
+        conn = django_connections[options["database"]]
         if conn.vendor != "postgresql":
             raise ConfigError(f"Outbox needs PostgreSQL, not {conn.vendor}")
         params = conn.settings_dict
-        with store.connect_params(
+        with connections.connect_params(
             dbname=params["NAME"],
             user=params.get("USER") or None,
             password=params.get("PASSWORD") or None,
             host=params.get("HOST") or None,
             port=str(params["PORT"]) if params.get("PORT") else None,
         ) as own:
-            applied = store.migrate(own)
+            applied = migration_runner.migrate(own)
         for name in applied:
             self.stdout.write(f"applied {name}")
         self.stdout.write("outbox schema up to date")

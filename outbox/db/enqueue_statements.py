@@ -1,7 +1,8 @@
 """Enqueue's statements as data: SQL text and parameters, for any driver to run.
 
 Intake builds each statement once, in one neutral form: the SQL of
-``queries.sql`` with named ``%(name)s`` placeholders and a mapping of values.
+``enqueue_statements.sql`` (beside this module) with named ``%(name)s``
+placeholders and a mapping of values.
 The executors (:mod:`outbox.db.executors`, :mod:`outbox.db.async_executors`)
 render it for their driver's placeholder style and run it on the caller's
 connection; nothing here does I/O.
@@ -22,7 +23,9 @@ from typing import Any, TypeVar
 
 import orjson
 
-from outbox.db.sql import queries, schema
+from outbox.db.sql import load_queries, schema
+
+queries = load_queries(__name__)
 
 _PLACEHOLDER = re.compile(r"%\((\w+)\)s|%%")
 

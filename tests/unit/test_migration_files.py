@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from outbox.db.sql import migrations
-from outbox.db.sql.statements import (
+from outbox.db.sql.migration_files import (
     NO_TRANSACTION,
     Migration,
     concurrent_index_name,

@@ -1,0 +1,101 @@
+-- console_counts --
+-- Rows per status and priority for every status but sent, each part counted
+-- from its partial index (sent rows are the history: console_table_estimate).
+SELECT 'pending', priority, count(*) FROM email_outbox WHERE status = 'pending' GROUP BY 2
+UNION ALL
+SELECT status, priority, count(*) FROM email_outbox
+WHERE status IN ('queued', 'sending') GROUP BY 1, 2
+UNION ALL
+SELECT status, priority, count(*) FROM email_outbox
+WHERE status IN ('dead', 'held', 'failed', 'suppressed') GROUP BY 1, 2
+ORDER BY 1, 2;
+
+-- console_table_estimate --
+-- The planner's row count of email_outbox (kept by autovacuum): counting ten
+-- million sent rows exactly takes seconds.
+SELECT greatest(reltuples, 0)::bigint FROM pg_class WHERE oid = 'email_outbox'::regclass;
+
+-- console_sent_per_minute --
+-- Rows sent in each minute of the last hour (the sent_at index).
+SELECT floor(extract(epoch FROM sent_at) / 60)::bigint AS minute, count(*)
+FROM email_outbox WHERE sent_at > now() - interval '1 hour'
+GROUP BY 1 ORDER BY 1;
+
+-- console_emails --
+-- One page of emails, newest first, below a keyset cursor; each filter is
+-- optional (NULL). Run unprepared, so each plan sees its filters as constants
+-- and a status filter on a parked status uses email_outbox_parked_id.
+SELECT id, idempotency_key, recipient, template, priority, status, status_reason, attempts,
+       created_at, sent_at, tags
+FROM email_outbox
+WHERE id < %(before)s AND id >= %(from_id)s
+  AND (%(status)s::text IS NULL OR status = %(status)s::text)
+  AND (%(priority)s::text IS NULL OR priority = %(priority)s::text)
+  AND (%(template)s::text IS NULL OR template = %(template)s::text)
+  AND (%(tag)s::text IS NULL OR %(tag)s::text = ANY(tags))
+  AND (%(since)s::timestamptz IS NULL OR created_at >= %(since)s::timestamptz)
+  AND (%(until)s::timestamptz IS NULL OR created_at < %(until)s::timestamptz)
+ORDER BY id DESC LIMIT %(limit)s;
+
+-- console_id_range --
+-- The lowest and highest row id (the ends of the primary key).
+SELECT min(id), max(id) FROM email_outbox;
+
+-- console_created_at --
+-- When the first row from an id on was enqueued: one step of the search for
+-- the ids a time filter covers.
+SELECT created_at FROM email_outbox WHERE id >= %(id)s ORDER BY id LIMIT 1;
+
+-- console_find --
+-- Emails by row id, idempotency key, Message-ID (with or without its angle
+-- brackets) or the provider's id: each an indexed equality.
+SELECT id, idempotency_key, recipient, template, priority, status, status_reason, attempts,
+       created_at, sent_at, tags
+FROM email_outbox
+WHERE id = %(id)s OR idempotency_key = %(ref)s OR message_id = %(ref)s
+   OR message_id = %(bracketed)s OR provider_message_id = %(ref)s
+ORDER BY id DESC LIMIT %(limit)s;
+
+-- console_find_to --
+-- Emails to one address, newest first, below a keyset cursor: settled rows
+-- (sent, parked, cancelled) through the index of the address's keyed hash,
+-- rows in flight through the unsent index (read whole: as many as the unsent
+-- backlog; lower() is cheaper per row than the hash).
+SELECT * FROM (
+    (SELECT id, idempotency_key, recipient, template, priority, status, status_reason, attempts,
+            created_at, sent_at, tags
+     FROM email_outbox
+     WHERE email_recipient_hash(recipient) = email_recipient_hash(%(address)s)
+       AND status IN ('sent', 'failed', 'dead', 'held', 'suppressed', 'cancelled')
+       AND id < %(before)s
+     ORDER BY id DESC LIMIT %(limit)s)
+    UNION ALL
+    (SELECT id, idempotency_key, recipient, template, priority, status, status_reason, attempts,
+            created_at, sent_at, tags
+     FROM email_outbox
+     WHERE lower(recipient) = lower(%(address)s) AND id < %(before)s
+       AND status IN ('pending', 'queued', 'sending')
+     ORDER BY id DESC LIMIT %(limit)s)
+) AS found
+ORDER BY id DESC LIMIT %(limit)s;
+
+-- console_email --
+-- One email whole, for its page.
+SELECT id, idempotency_key, recipient, template, params, message_id, priority, status,
+       status_reason, attempts, next_attempt_at, locked_by, locked_at, last_error,
+       provider_message_id, created_at, queued_at, sent_at, failed_at, requeued_at,
+       bounce_class, bounced_at, trace_context, template_version, sender
+FROM email_outbox WHERE id = %(id)s;
+
+-- console_templates --
+-- The template names in use (for the filter), from the newest rows.
+SELECT DISTINCT template FROM (
+    SELECT template FROM email_outbox ORDER BY id DESC LIMIT 5000
+) AS recent ORDER BY 1;
+
+-- console_suppressions --
+-- Suppressed addresses, newest first, below a (created_at, address) cursor.
+SELECT address, scope, reason, detail, source_bounce_id, created_at
+FROM email_suppression
+WHERE (created_at, address) < (%(before_at)s::timestamptz, %(before_address)s::text)
+ORDER BY created_at DESC, address DESC LIMIT %(limit)s;
