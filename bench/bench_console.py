@@ -27,7 +27,7 @@ import httpx
 import psycopg
 
 from outbox.config import Settings
-from outbox.db.store import connections, console_pages
+from outbox.db.store import connections, console_reads
 from outbox.web.console_auth import hash_password
 from outbox.web.server import make_server
 
@@ -113,7 +113,7 @@ def plans(url: str) -> list[tuple[str, str]]:
     with psycopg.connect(url) as conn:
         (top,) = conn.execute("SELECT max(id) FROM email_outbox").fetchone()  # type: ignore[misc]
         # Every filter off, from the filters the store takes (so a new one is off too).
-        none = {**dataclasses.asdict(console_pages.EmailFilter()), "from_id": 0}
+        none = {**dataclasses.asdict(console_reads.EmailFilter()), "from_id": 0}
         cases = [
             ("console_emails", {**none, "before": 2**63 - 1, "limit": 50}),
             ("console_emails", {**none, "status": "dead", "before": 2**63 - 1, "limit": 50}),
@@ -132,7 +132,7 @@ def plans(url: str) -> list[tuple[str, str]]:
             lines = [
                 str(r[0])
                 for r in conn.execute(
-                    b"EXPLAIN " + console_pages.queries[name].encode(), args, prepare=False
+                    b"EXPLAIN " + console_reads.queries[name].encode(), args, prepare=False
                 ).fetchall()
             ]
             used = sorted(

@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from http import HTTPStatus
 from urllib.parse import urlencode
 
-from outbox.db.store import console_pages, console_sessions, requeues, suppressions
+from outbox.db.store import console_reads, console_sessions, requeues, suppressions
 from outbox.errors import InvalidRequest
 from outbox.web import console_query as q
 from outbox.web.console import PREFIX, Answer, Asked, Console, Who, form_address
@@ -40,7 +40,7 @@ class Actions:
     def _reveal(self, who: Who, outbox_id: int, form: Mapping[str, str]) -> Answer:
         reason = q.reason_of(form)
         with self.console.pool.connection() as conn:
-            row = console_pages.console_email(conn, outbox_id)
+            row = console_reads.console_email(conn, outbox_id)
             if row is None:
                 return self.console.not_found("No such email.")
             target = f"email {outbox_id} ({row['idempotency_key']})"
@@ -50,7 +50,7 @@ class Actions:
     def _requeue(self, who: Who, outbox_id: int, form: Mapping[str, str]) -> Answer:
         reason = q.reason_of(form)
         with self.console.pool.connection() as conn:
-            row = console_pages.console_email(conn, outbox_id)
+            row = console_reads.console_email(conn, outbox_id)
             if row is None:
                 return self.console.not_found("No such email.")
             target = f"email {outbox_id} ({row['idempotency_key']})"
@@ -70,10 +70,10 @@ class Actions:
         filters = q.parse_filters(form)
         if filters.status not in q.PARKED:
             raise InvalidRequest("choose a status to requeue: failed, dead or held")
-        chosen = console_pages.EmailFilter(**dataclasses.asdict(filters))
+        chosen = console_reads.EmailFilter(**dataclasses.asdict(filters))
         with self.console.pool.connection() as conn:
             first, before = self.pages.id_window(conn, filters, None)
-            rows = console_pages.console_emails(
+            rows = console_reads.console_emails(
                 conn, chosen, before=before, from_id=first, limit=MAX_SET + 1
             )
             if form.get("confirm") != "yes":

@@ -15,7 +15,7 @@ from urllib.parse import urlencode
 
 from outbox.db.store import (
     connections,
-    console_pages,
+    console_reads,
     console_sessions,
     lookups,
     sending,
@@ -44,7 +44,7 @@ class Pages:
 
     def overview(self, who: Who, asked: Asked) -> Answer:
         with self.console.pool.connection() as conn:
-            overview = console_pages.console_overview(conn)
+            overview = console_reads.console_overview(conn)
         counts: dict[str, dict[str, int]] = {}
         for status, priority, n in overview["counts"]:
             counts.setdefault(status, {})[priority] = n
@@ -96,7 +96,7 @@ class Pages:
 
     def show_email(self, who: Who, outbox_id: int, *, reveal: bool, notice: str = "") -> Answer:
         with self.console.pool.connection() as conn:
-            row = console_pages.console_email(conn, outbox_id)
+            row = console_reads.console_email(conn, outbox_id)
             if row is None:
                 return self.console.not_found("No such email.")
             attempts = lookups.list_attempts(conn, outbox_id)
@@ -132,7 +132,7 @@ class Pages:
                 raise InvalidRequest("this page of the list has expired")
             before = (at, sealed)
         with self.console.pool.connection() as conn:
-            entries = console_pages.console_suppressions(conn, before=before, limit=q.PAGE)
+            entries = console_reads.console_suppressions(conn, before=before, limit=q.PAGE)
         shown = [
             {
                 "tag": self.console.tag(e.address),
@@ -180,11 +180,11 @@ class Pages:
         """The ids a time filter covers, so the scan stays within them."""
         if filters.since is None and filters.until is None:
             return 0, before
-        ends = console_pages.console_id_range(conn)
+        ends = console_reads.console_id_range(conn)
         if ends is None:
             return 0, before
         first, end = q.id_window(
-            filters, *ends, lambda outbox_id: console_pages.console_created_at(conn, outbox_id)
+            filters, *ends, lambda outbox_id: console_reads.console_created_at(conn, outbox_id)
         )
         if end is not None and (before is None or end < before):
             before = max(end, 1)
@@ -207,7 +207,7 @@ class Pages:
         search = q.parse_search(form)
         with self.console.pool.connection() as conn:
             rows, more = self._found(conn, search) if search.ref else self._listed(conn, search)
-            templates = console_pages.console_templates(conn)
+            templates = console_reads.console_templates(conn)
         for row in rows:
             row["recipient"] = self.console.tag(row["recipient"])
         next_page: dict[str, str] = {}
@@ -229,9 +229,9 @@ class Pages:
 
     def _found(self, conn: connections.Conn, search: q.Search) -> Listed:
         """The emails one of its names finds (key, ids, Message-ID, address), filtered."""
-        rows = console_pages.console_find(conn, search.ref) if search.before is None else []
+        rows = console_reads.console_find(conn, search.ref) if search.before is None else []
         if search.address is not None:
-            to = console_pages.console_find_to(
+            to = console_reads.console_find_to(
                 conn, search.address, before=search.before, limit=q.PAGE
             )
             seen = {r["id"] for r in rows}
@@ -242,9 +242,9 @@ class Pages:
 
     def _listed(self, conn: connections.Conn, search: q.Search) -> Listed:
         """One page of the emails the filters hold, newest first."""
-        filters = console_pages.EmailFilter(**dataclasses.asdict(search.filters))
+        filters = console_reads.EmailFilter(**dataclasses.asdict(search.filters))
         first, before = self.id_window(conn, search.filters, search.before)
-        rows = console_pages.console_emails(
+        rows = console_reads.console_emails(
             conn, filters, before=before, from_id=first, limit=q.PAGE
         )
         return rows, len(rows) == q.PAGE

@@ -12,7 +12,7 @@ import pytest
 
 from outbox.config import Settings
 from outbox.db.sql import Queries
-from outbox.db.store import bounce_reports, console_pages, data_retention, lookups
+from outbox.db.store import bounce_reports, console_reads, data_retention, lookups
 from outbox.redact import recipient_tag
 from tests.integration.console_run import OPERATOR, console_settings, csrf_of, signed_in, web
 from tests.integration.helpers import add_login, pool, query
@@ -92,7 +92,7 @@ def test_each_lookup_finds_the_address_in_every_status_and_no_other(settings: Se
         _in_every_status(settings, other, f"other{n}")
     with pool(settings) as p, p.connection() as conn:
         for asked in (CAROL, CAROL.lower(), CAROL.upper()):
-            found = console_pages.console_find_to(conn, asked, before=None, limit=50)
+            found = console_reads.console_find_to(conn, asked, before=None, limit=50)
             assert sorted(r["id"] for r in found) == sorted(carol.values()), asked
             assert {r["status"] for r in found} == set(STATUSES)
             shown = lookups.find_messages_to(conn, asked, limit=50)
@@ -100,12 +100,12 @@ def test_each_lookup_finds_the_address_in_every_status_and_no_other(settings: Se
             # The soft-bounce streak reads sent rows only.
             assert len(bounce_reports.recent_sends_to(conn, asked, 10)) == 1
         # Newest first, a page at a time below the cursor.
-        page = console_pages.console_find_to(conn, CAROL, before=carol["dead"], limit=3)
+        page = console_reads.console_find_to(conn, CAROL, before=carol["dead"], limit=3)
         assert [r["id"] for r in page] == sorted(
             (i for i in carol.values() if i < carol["dead"]), reverse=True
         )[:3]
         assert (
-            console_pages.console_find_to(conn, "nobody@example.com", before=None, limit=50) == []
+            console_reads.console_find_to(conn, "nobody@example.com", before=None, limit=50) == []
         )
 
 
@@ -147,7 +147,7 @@ def test_the_lookups_read_the_hash_index_at_size(settings: Settings) -> None:
         address = {"address": "User77@Example.com"}
         cases = {
             "console_find_to": (
-                console_pages.queries,
+                console_reads.queries,
                 {"address": "user77@example.com", "before": NO_CURSOR, "limit": 50},
             ),
             "find_messages_to": (lookups.queries, {**address, "limit": 20}),
@@ -160,7 +160,7 @@ def test_the_lookups_read_the_hash_index_at_size(settings: Settings) -> None:
             assert "Seq Scan" not in scans, (name, scans)
         # And it is the index the search really reads.
         before = _index_scans(conn)
-        rows = console_pages.console_find_to(conn, "USER77@example.com", before=None, limit=50)
+        rows = console_reads.console_find_to(conn, "USER77@example.com", before=None, limit=50)
         assert len(rows) == 3
         conn.execute("SELECT pg_stat_force_next_flush()")
     with psycopg.connect(settings.database_url) as conn:
@@ -186,10 +186,10 @@ def test_forget_leaves_nothing_findable_by_the_address(settings: Settings, asked
     assert "carol" not in result.stdout.lower()
     with pool(settings) as p, p.connection() as conn:
         for address in (CAROL, CAROL.lower()):
-            assert console_pages.console_find_to(conn, address, before=None, limit=50) == []
+            assert console_reads.console_find_to(conn, address, before=None, limit=50) == []
             assert lookups.find_messages_to(conn, address, limit=50) == []
             assert bounce_reports.recent_sends_to(conn, address, 10) == []
-        kept = console_pages.console_find_to(conn, OTHERS[0], before=None, limit=50)
+        kept = console_reads.console_find_to(conn, OTHERS[0], before=None, limit=50)
         assert sorted(r["id"] for r in kept) == sorted(other.values())
     (left,) = query(
         settings,

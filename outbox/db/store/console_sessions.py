@@ -12,7 +12,7 @@ from psycopg.types.json import Jsonb
 
 from outbox.db.sql import load_queries
 from outbox.db.store.connections import Conn, translate_errors
-from outbox.db.store.console_pages import NO_CURSOR
+from outbox.db.store.console_reads import NO_CURSOR
 from outbox.db.store.texts import storable, storable_text
 
 queries = load_queries(__name__)
