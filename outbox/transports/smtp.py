@@ -236,51 +236,45 @@ class SmtpTransport:
         self._hello(smtp)
 
     def _transaction(self, smtp: smtplib.SMTP, message: OutgoingMessage) -> Reply:
-        """MAIL, RCPT, DATA, the message, its final reply.
-
-        Addresses were validated at enqueue, so the commands are written
-        directly (smtplib's re-parsing costs more than the rest of a send).
-        With PIPELINING (RFC 2920) the three commands go in one write.
-        """
+        """MAIL, RCPT, DATA, the message, its final reply."""
         if message.smtputf8 and not smtp.has_extn("smtputf8"):
             # What a relay would answer (RFC 6531 section 3.5), said locally.
             return Reply(Stage.MAIL, 553, "5.6.7 the relay does not offer SMTPUTF8")
-        encoding = "utf-8" if message.smtputf8 else "ascii"
-        options = " SMTPUTF8 BODY=8BITMIME" if message.smtputf8 else ""
-        copies = [(a, "cc") for a in message.cc] + [(a, "bcc") for a in message.bcc]
-        commands = [
-            (Stage.MAIL, f"MAIL FROM:<{message.envelope_from}>{options}\r\n".encode(encoding)),
-            (Stage.RCPT, f"RCPT TO:<{message.recipient}>\r\n".encode(encoding)),
-            *((Stage.RCPT, f"RCPT TO:<{a}>\r\n".encode(encoding)) for a, _ in copies),
-            (Stage.DATA, b"DATA\r\n"),
-        ]
-        # The message stands or falls with its `to`: a cc or bcc refused is left out.
-        required = [True, True, *(False for _ in copies), True]
-        if smtp.has_extn("pipelining"):
-            _with_stage(Stage.MAIL, smtp.send, b"".join(command for _, command in commands))
-            replies = [(stage, *_with_stage(stage, smtp.getreply)) for stage, _ in commands]
-        else:
-            replies = []
-            for (stage, command), needed in zip(commands, required, strict=True):
-                _with_stage(stage, smtp.send, command)
-                replies.append((stage, *_with_stage(stage, smtp.getreply)))
-                if needed and replies[-1][1] not in (250, 251, 354):
-                    break
-        expected = [(250,), (250, 251), *((250, 251) for _ in copies), (354,)]
-        for (stage, code, text), accepts, needed in zip(replies, expected, required, strict=False):
-            if needed and code not in accepts:
-                if replies[-1][1] == 354:
-                    # DATA was accepted although an earlier command failed
-                    # (RFC 2920 section 3.1): end it empty, send nothing.
-                    _with_stage(Stage.DATA, smtp.send, b".\r\n")
-                    _with_stage(Stage.DATA, smtp.getreply)
-                return Reply(stage, code, _text(text), recipients=_each(message, copies, replies))
-        each = _each(message, copies, replies)
+        envelope = _Envelope(message)
+        replies = self._envelope_replies(smtp, envelope)
+        refused = envelope.refusal(replies)
+        if refused is not None:
+            if replies[-1][1] == 354:
+                # DATA was accepted although an earlier command failed
+                # (RFC 2920 section 3.1): end it empty, send nothing.
+                _with_stage(Stage.DATA, smtp.send, b".\r\n")
+                _with_stage(Stage.DATA, smtp.getreply)
+            return refused
+        each = _each(message, envelope.copies, replies)
         if message.before_commit is not None:
             message.before_commit()
         _with_stage(Stage.BODY, smtp.send, _dot_stuffed(message.data))
         code, text = _with_stage(Stage.FINAL_REPLY, smtp.getreply)
         return Reply(Stage.FINAL_REPLY, code, _text(text), recipients=each)
+
+    def _envelope_replies(
+        self, smtp: smtplib.SMTP, envelope: _Envelope
+    ) -> list[tuple[Stage, int, bytes]]:
+        """The replies to MAIL, each RCPT and DATA. Addresses were validated at
+        enqueue, so the commands are written directly (smtplib's re-parsing
+        costs more than the rest of a send). With PIPELINING (RFC 2920) the
+        commands go in one write; without, a required one refused ends them."""
+        commands = envelope.commands
+        if smtp.has_extn("pipelining"):
+            _with_stage(Stage.MAIL, smtp.send, b"".join(command for _, command in commands))
+            return [(stage, *_with_stage(stage, smtp.getreply)) for stage, _ in commands]
+        replies = []
+        for (stage, command), needed in zip(commands, envelope.required, strict=True):
+            _with_stage(stage, smtp.send, command)
+            replies.append((stage, *_with_stage(stage, smtp.getreply)))
+            if needed and replies[-1][1] not in (250, 251, 354):
+                break
+        return replies
 
     def _reset(self) -> None:
         smtp = getattr(self._local, "smtp", None)
@@ -301,6 +295,36 @@ class SmtpTransport:
             with self._registry_lock:
                 self._open_connections.discard(smtp)
             smtp.close()
+
+
+class _Envelope:
+    """A message's envelope commands, which of them it cannot do without (the
+    message stands or falls with its `to`: a cc or bcc refused is left out),
+    and the replies each accepts."""
+
+    def __init__(self, message: OutgoingMessage) -> None:
+        encoding = "utf-8" if message.smtputf8 else "ascii"
+        options = " SMTPUTF8 BODY=8BITMIME" if message.smtputf8 else ""
+        self.copies = [(a, "cc") for a in message.cc] + [(a, "bcc") for a in message.bcc]
+        self.commands = [
+            (Stage.MAIL, f"MAIL FROM:<{message.envelope_from}>{options}\r\n".encode(encoding)),
+            (Stage.RCPT, f"RCPT TO:<{message.recipient}>\r\n".encode(encoding)),
+            *((Stage.RCPT, f"RCPT TO:<{a}>\r\n".encode(encoding)) for a, _ in self.copies),
+            (Stage.DATA, b"DATA\r\n"),
+        ]
+        self.required = [True, True, *(False for _ in self.copies), True]
+        self.accepted = [(250,), (250, 251), *((250, 251) for _ in self.copies), (354,)]
+        self.message = message
+
+    def refusal(self, replies: list[tuple[Stage, int, bytes]]) -> Reply | None:
+        """The reply that ends the transaction before the data, if any."""
+        for (stage, code, text), accepts, needed in zip(
+            replies, self.accepted, self.required, strict=False
+        ):
+            if needed and code not in accepts:
+                recipients = _each(self.message, self.copies, replies)
+                return Reply(stage, code, _text(text), recipients=recipients)
+        return None
 
 
 class _Watch:
