@@ -46,7 +46,7 @@ from outbox import intake
 from outbox.config import Settings
 from outbox.db import async_executors, enqueue_statements, executors
 from outbox.db.store import api_key_rows, migration_runner
-from outbox.intake import validation
+from outbox.intake import checked_rows
 from outbox.web import api_keys
 
 ADMIN_URL = os.environ.get("DATABASE_URL") or "postgresql://postgres@127.0.0.1:5432/postgres"
@@ -114,9 +114,9 @@ def prebuilt(
     statements = []
     for _ in range(n):
         args = email_args(settings)
-        row = validation.validated(
+        row = checked_rows.validated(
             settings, key=args["idempotency_key"], to=args["to"], template_name=args["template"],
-            params=args["params"], priority=None, fields=validation.Fields(), ready=ready,
+            params=args["params"], priority=None, fields=checked_rows.Fields(), ready=ready,
         )  # fmt: skip
         values = {c.field: c.value(getattr(row, c.field)) for c in intake.COLUMNS}
         built = enqueue_statements.insert_message(intake.COLUMNS, values)

@@ -28,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import run  # type: ignore[import-not-found]
 
-from outbox.testing.servers import PostgresServer
+from outbox.testing.private_servers import PostgresServer
 
 # What each statement of the send path starts with or contains (queries.sql).
 # pg_stat_statements shows constants as $n, so the markers avoid them.

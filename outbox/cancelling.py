@@ -11,7 +11,7 @@ from typing import Any
 
 from outbox.db import async_executors, enqueue_statements, executors
 from outbox.db.enqueue_statements import Plan
-from outbox.fields.cancellation import check_cancellation
+from outbox.fields.cancel_reasons import check_cancellation
 from outbox.models import Status
 from outbox.validate import check_key
 

@@ -264,7 +264,7 @@ def _transport(settings: Settings) -> None:
 
 def _message(settings: Settings) -> None:
     from outbox.message import list_unsubscribe  # noqa: PLC0415
-    from outbox.message.sign import Signers  # noqa: PLC0415
+    from outbox.message.dkim import Signers  # noqa: PLC0415
 
     Signers.from_settings(settings)
     if settings.unsubscribe_url:
@@ -279,7 +279,7 @@ def _dkim_key(settings: Settings) -> None:
         or settings.dkim_private_key
         or settings.dkim_keys
     ):
-        from outbox.message.sign import Signers  # noqa: PLC0415
+        from outbox.message.dkim import Signers  # noqa: PLC0415
 
         Signers.from_settings(settings)
 

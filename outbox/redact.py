@@ -18,7 +18,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING
 from urllib.parse import unquote, urlsplit
 
-from outbox.signing import keyed_digest
+from outbox.token_signatures import keyed_digest
 
 if TYPE_CHECKING:
     from outbox.config import Settings

@@ -8,7 +8,7 @@ An empty list means "not a bounce" (including auto-replies).
 
 from __future__ import annotations
 
-from outbox.bounces.model import BounceResult
+from outbox.bounces.bounce_result import BounceResult
 from outbox.bounces.parser import parse_bounce
 from outbox.bounces.verp import token_from_address
 

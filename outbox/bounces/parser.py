@@ -1,7 +1,7 @@
 """Entry point: raw message bytes -> one :class:`BounceResult` per failed recipient.
 
 Order of evidence: feedback reports (RFC 5965) and SES notifications first, then the
-standard RFC 3464 fields, then the format knowledge in :mod:`outbox.bounces.legacy`
+standard RFC 3464 fields, then the format knowledge in :mod:`outbox.bounces.plain_notices`
 for MTAs whose reports are plain text.  Auto-replies and ordinary mail give ``[]``.
 """
 
@@ -13,16 +13,16 @@ from outbox.bounces import (
     arf,
     autoreply,
     dsn,
-    legacy,
     mime,
+    plain_notices,
     returned,
     ses_email,
-    status,
+    status_codes,
     unsubscribe,
     verp,
 )
 from outbox.bounces.addresses import find_addresses, is_plausible, same_address
-from outbox.bounces.model import BounceResult, Failure
+from outbox.bounces.bounce_result import BounceResult, Failure
 from outbox.bounces.verdict import judge
 
 _MAX_DIAGNOSTIC = 1000
@@ -58,7 +58,7 @@ def _parse(raw: bytes) -> list[BounceResult]:
     if msg is None:
         return []
     texts = mime.notification_texts(msg)
-    section = "\n".join(legacy.notification_section(t) for t in texts)
+    section = "\n".join(plain_notices.notification_section(t) for t in texts)
     original = mime.returned_headers(msg)
     if original is None:
         for text in texts:
@@ -194,7 +194,7 @@ def _fallback_recipient(
     """Recipient for a DSN record whose address fields are paths, pipes or routes."""
     if failed_header:
         return failed_header[index] if len(failed_header) == total else failed_header[0]
-    blocks = legacy.recipient_blocks(ctx.section, [], _exclusions(ctx))
+    blocks = plain_notices.recipient_blocks(ctx.section, [], _exclusions(ctx))
     if len(blocks) == 1:
         return blocks[0][0]
     return _returned_recipient(ctx)
@@ -203,26 +203,26 @@ def _fallback_recipient(
 def _context_for(ctx: _Context, recipient: str | None, total: int) -> str:
     if total == 1 or recipient is None:
         return ctx.section
-    blocks = legacy.recipient_blocks(ctx.section, [recipient], [])
+    blocks = plain_notices.recipient_blocks(ctx.section, [recipient], [])
     return blocks[0][1] if blocks else ""
 
 
 def _from_text(ctx: _Context) -> list[Failure]:
     known = _failed_header(ctx.msg)
-    blocks = legacy.recipient_blocks(ctx.section, known, _exclusions(ctx))
+    blocks = plain_notices.recipient_blocks(ctx.section, known, _exclusions(ctx))
     if not blocks:
         fallback = _returned_recipient(ctx)
         if fallback is None:
             return []
         blocks = [(fallback, "")]
-    delayed = legacy.is_delay_notice(mime.header(ctx.msg, "Subject"), ctx.section)
+    delayed = plain_notices.is_delay_notice(mime.header(ctx.msg, "Subject"), ctx.section)
     # A notice about one recipient that quotes one status code, somewhere other than
     # the lines taken as its diagnostic, still gives that recipient's code.
-    sole = status.sole_code(ctx.section) if len(blocks) == 1 else None
+    sole = status_codes.sole_code(ctx.section) if len(blocks) == 1 else None
     return [
         Failure(
             recipient=address,
-            status=sole if sole and not status.find_all(diagnostic) else None,
+            status=sole if sole and not status_codes.find_all(diagnostic) else None,
             diagnostic=diagnostic,
             context=ctx.section,
             action="delayed" if delayed else "failed",
@@ -240,9 +240,9 @@ def _short(text: str | None) -> str | None:
 
 def _display_diagnostic(failure: Failure) -> str | None:
     """Show the server's own answer when the notice quotes one."""
-    if legacy.informative(failure.diagnostic):
-        return _short(status.reply_text(failure.diagnostic) or failure.diagnostic)
-    return _short(legacy.summary(failure.context)) or _short(failure.diagnostic)
+    if plain_notices.informative(failure.diagnostic):
+        return _short(status_codes.reply_text(failure.diagnostic) or failure.diagnostic)
+    return _short(plain_notices.summary(failure.context)) or _short(failure.diagnostic)
 
 
 def _results(ctx: _Context, failures: list[Failure]) -> list[BounceResult]:

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from outbox.bounces.addresses import clean_address
-from outbox.bounces.model import BounceResult, Failure, Klass
+from outbox.bounces.bounce_result import BounceResult, Failure, Klass
 from outbox.bounces.verdict import judge
 from outbox.errors import WebhookError
 

@@ -9,7 +9,7 @@ there (E1..E9, D1..D9) name the steps below.  In short:
   Only one kind of text outranks a decisive code: wording that says *why* a message
   was refused (spam, block list, quota, size, ...; E2), because servers reuse
   5.1.1 and friends loosely for refusals that leave the address alive.
-* The *class* is the reason's class (:class:`~outbox.bounces.model.Reason`), then
+* The *class* is the reason's class (:class:`~outbox.bounces.bounce_result.Reason`), then
   the demotion rules D1-D9 apply: ``hard`` only when the address itself is known
   dead, never for a temporary failure or a refusal that is about us.
 """
@@ -19,8 +19,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from outbox.bounces import reasons, status
-from outbox.bounces.model import HARD_REASONS, Failure, Klass, Reason
+from outbox.bounces import reasons, status_codes
+from outbox.bounces.bounce_result import HARD_REASONS, Failure, Klass, Reason
 
 __all__ = ["HARD_REASONS", "NOT_A_FAILURE", "BounceVerdict", "judge"]
 
@@ -137,17 +137,21 @@ def _facts(failure: Failure) -> _Facts | None:
         return None
     diagnostic = failure.diagnostic or ""
     texts = [t for t in (diagnostic, failure.context) if t and t.strip()]
-    code = status.choose(status.normalize(failure.status), diagnostic)
-    if not diagnostic.strip() and failure.context and (code is None or status.is_unspecific(code)):
+    code = status_codes.choose(status_codes.normalize(failure.status), diagnostic)
+    if (
+        not diagnostic.strip()
+        and failure.context
+        and (code is None or status_codes.is_unspecific(code))
+    ):
         # No answer of the server's own: a specific code in the notice's text about
         # this recipient beats a report's bare X.0.0.
-        code = status.choose(code, failure.context)
+        code = status_codes.choose(code, failure.context)
     if code is not None and code.startswith("2."):
         return None
-    reply = next((r for r in map(status.find_reply_code, texts) if r is not None), None)
-    stage = failure.command or next((s for s in map(status.smtp_stage, texts) if s), None)
+    reply = next((r for r in map(status_codes.find_reply_code, texts) if r is not None), None)
+    stage = failure.command or next((s for s in map(status_codes.smtp_stage, texts) if s), None)
     delayed = action == "delayed"
-    temporary = delayed or status.is_temporary(code)
+    temporary = delayed or status_codes.is_temporary(code)
     if code is None and reply is not None and reply // 100 == 4:
         temporary = True
     domain = (failure.recipient or "").rpartition("@")[2]
@@ -280,6 +284,6 @@ def judge(failure: Failure) -> BounceVerdict | None:
     if f.delayed:
         reason, rule = Reason.DELAYED, "D9"
 
-    final_code = f.code or status.derive(reason, f.reply, f.temporary)
+    final_code = f.code or status_codes.derive(reason, f.reply, f.temporary)
     klass: Klass = "hard" if hard else "soft"
     return BounceVerdict(klass=klass, reason=reason, status=final_code, rule=rule)

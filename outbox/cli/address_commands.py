@@ -9,7 +9,7 @@ import sys
 from dataclasses import dataclass
 from typing import Any
 
-from outbox.cli.connecting import connect
+from outbox.cli.database import connect
 from outbox.cli.input import erasure_pattern, suppression_reason
 from outbox.cli.output import JsonResult, Printer, Refused, Result, Said, timestamp
 from outbox.config import Settings

@@ -6,7 +6,7 @@ import argparse
 from dataclasses import dataclass
 from typing import Any
 
-from outbox.cli.connecting import connect
+from outbox.cli.database import connect
 from outbox.cli.output import Printer, Refused, Result, Said
 from outbox.config import Settings
 from outbox.db.store import api_key_rows, connections

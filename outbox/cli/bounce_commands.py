@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from outbox.cli.connecting import connect
+from outbox.cli.database import connect
 from outbox.cli.output import Done, JsonLines, JsonResult, Printer, Redaction, Result, encode
 from outbox.cli.stop_signals import stop_on_signals
 from outbox.config import Settings

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from outbox import cancelling
-from outbox.cli.connecting import connect
+from outbox.cli.database import connect
 from outbox.cli.input import REQUEUEABLE, RequeueFilter, email_ref, requeue_filter
 from outbox.cli.output import (
     JsonLines,

@@ -11,14 +11,14 @@ from typing import Any, ClassVar
 import redis
 
 from outbox.broker import broker_kind
-from outbox.cli.connecting import connect
+from outbox.cli.database import connect
 from outbox.cli.input import parse_duration
 from outbox.cli.output import JsonResult, Printer, Result, timestamp
 from outbox.config import Settings
 from outbox.db.store import connections, data_retention, migration_runner, processes, relaying
 from outbox.errors import BrokerError
 from outbox.models import Priority
-from outbox.relay.held import broker_watch
+from outbox.relay.broker_watch import broker_watch
 from outbox.relay.sweep_guard import why_not_sweep_sending
 
 

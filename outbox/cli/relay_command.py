@@ -10,11 +10,11 @@ from outbox.cli.stop_signals import stop_on_signals
 from outbox.config import Settings
 from outbox.db.store import connections
 from outbox.models import Priority
-from outbox.relay.held import broker_watch
+from outbox.relay.broker_watch import broker_watch
 from outbox.relay.loop import Relay
 from outbox.relay.publish import Publisher
 from outbox.relay.retention import Retention
-from outbox.telemetry.outages import quiet_pool_logs
+from outbox.telemetry.log_once import quiet_pool_logs
 from outbox.telemetry.setup import setup_tracing
 
 

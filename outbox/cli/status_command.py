@@ -10,7 +10,7 @@ import contextlib
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from outbox.cli.connecting import connect
+from outbox.cli.database import connect
 from outbox.cli.output import JsonResult, Printer, Result
 from outbox.config import Settings
 from outbox.db.store import connections, counts

@@ -27,9 +27,9 @@ from outbox.config import Settings
 from outbox.db.store import connections, results, sending, texts
 from outbox.delivery.breaker import Gate
 from outbox.delivery.classify import classify_reply, refuses_address
-from outbox.delivery.outage import SharedBreaker, describe_failure, is_path_failure
 from outbox.delivery.result_committer import Committed, ResultCommitter
 from outbox.delivery.retry import RetryPolicy, decide
+from outbox.delivery.shared_breaker import SharedBreaker, describe_failure, is_path_failure
 from outbox.errors import AttachmentUnavailable, OutboxError, StoreError
 from outbox.fields import labels
 from outbox.message.compose import composer
@@ -39,7 +39,7 @@ from outbox.models import Outcome, Priority, Reply, Stage, Status, Verdict
 from outbox.pacing.pacer import Pacer
 from outbox.pacing.rules import GLOBAL, throttled_scope
 from outbox.redact import Redactor, recipient_tag
-from outbox.telemetry.outages import DownOnce, Summary
+from outbox.telemetry.log_once import DownOnce, Summary
 from outbox.telemetry.tracing import (
     QUIET,
     context_from,

@@ -33,7 +33,7 @@ from collections.abc import Callable, Sequence
 
 from outbox.db.store import connections, results
 from outbox.errors import StoreError
-from outbox.telemetry.outages import DownOnce
+from outbox.telemetry.log_once import DownOnce
 
 log = logging.getLogger(__name__)
 

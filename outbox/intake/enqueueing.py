@@ -1,6 +1,6 @@
 """The four ways in: :func:`enqueue`, :func:`enqueue_many` and their ``async`` twins.
 
-Each checks its emails (:mod:`outbox.intake.validation`), builds the plan of
+Each checks its emails (:mod:`outbox.intake.checked_rows`), builds the plan of
 its statements (:mod:`outbox.intake.plans`) and has the executor for the
 caller's connection run it in the caller's transaction, inside a span.
 """
@@ -20,8 +20,8 @@ from outbox.db import async_executors, executors, sql
 from outbox.db.enqueue_statements import Plan
 from outbox.db.row import Row
 from outbox.errors import ConfigError, IdempotencyConflict
+from outbox.intake.checked_rows import Fields, Ready, plain, validated, validated_rows
 from outbox.intake.plans import Written, many_plan, one_plan
-from outbox.intake.validation import Fields, Ready, plain, validated, validated_rows
 from outbox.message.render import Template
 from outbox.telemetry.tracing import (
     current_traceparent,

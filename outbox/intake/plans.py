@@ -19,7 +19,7 @@ from outbox.db.enqueue_statements import Plan, Rows
 from outbox.db.row import COLUMNS, Row, named_values
 from outbox.db.row import values as row_values
 from outbox.errors import DuplicateKey, IdempotencyConflict, StoreError
-from outbox.intake.validation import Ready
+from outbox.intake.checked_rows import Ready
 from outbox.message import versions as template_versions
 from outbox.message.render import Template
 

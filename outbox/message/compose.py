@@ -19,9 +19,9 @@ from outbox.message import attachments
 from outbox.message import list_unsubscribe as unsubscribe
 from outbox.message import versions as template_versions
 from outbox.message.build import Attachment, Envelope, build_message, encode_header_value
+from outbox.message.dkim import Signers
 from outbox.message.render import Rendered, template_set
 from outbox.message.return_path import return_path
-from outbox.message.sign import Signers
 from outbox.models import Priority
 
 log = logging.getLogger(__name__)

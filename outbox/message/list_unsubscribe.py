@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from urllib.parse import urlsplit
 
 from outbox.errors import ConfigError
-from outbox.signing import sign, verify
+from outbox.token_signatures import sign, verify
 
 PURPOSE = "unsubscribe"
 ONE_CLICK = "List-Unsubscribe=One-Click"

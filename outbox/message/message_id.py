@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import hashlib
 
-from outbox.signing import keyed_digest
+from outbox.token_signatures import keyed_digest
 
 PURPOSE = "message-id"
 

@@ -12,7 +12,7 @@ import re
 from collections.abc import Sequence
 
 from outbox.bounces.verp import token_from_address as find_token_in
-from outbox.signing import sign, verify
+from outbox.token_signatures import sign, verify
 
 PURPOSE = "verp"
 LOCAL_PREFIX = "bounces"

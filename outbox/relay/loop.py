@@ -21,13 +21,13 @@ from dataclasses import dataclass
 from opentelemetry.trace import Link, SpanKind
 
 from outbox.config import Settings
-from outbox.db.store import connections, counts, listener, processes, relaying, shared_breakers
+from outbox.db.store import breaker_rows, connections, counts, listener, processes, relaying
 from outbox.delivery.breaker import Gate, gate
-from outbox.delivery.outage import transport_key
+from outbox.delivery.shared_breaker import transport_key
 from outbox.errors import BrokerError, OutboxError
 from outbox.models import Priority
-from outbox.relay.held import BrokerWatch
-from outbox.telemetry.outages import DownOnce
+from outbox.relay.broker_watch import BrokerWatch
+from outbox.telemetry.log_once import DownOnce
 from outbox.telemetry.tracing import context_from, span_context_from, tracer
 
 log = logging.getLogger(__name__)
@@ -101,7 +101,7 @@ class Relay:
     def _breaker_limit(self) -> int | None:
         """Rows this round may claim per priority: None (no limit), 1 (a probe) or 0."""
         with self.pool.connection() as conn:
-            state, now = shared_breakers.read_breaker(conn, self.breaker_key)
+            state, now = breaker_rows.read_breaker(conn, self.breaker_key)
         if gate(state, now) is Gate.SEND:
             return None
         if gate(state, now) is Gate.WAIT:

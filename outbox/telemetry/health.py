@@ -12,7 +12,7 @@ import redis
 
 from outbox.broker import broker_kind, queue_name, redis_namespace
 from outbox.config import Settings
-from outbox.db.store import connections, processes, shared_breakers
+from outbox.db.store import breaker_rows, connections, processes
 from outbox.errors import StoreError
 from outbox.models import Priority
 
@@ -66,7 +66,7 @@ def gather(settings: Settings, conn: connections.Conn | None, error: str = "") -
     try:
         connections.ping(conn)
         latency = (time.perf_counter() - started) * 1000
-        breakers = shared_breakers.list_breakers(conn)
+        breakers = breaker_rows.list_breakers(conn)
         beats = processes.list_processes(conn)
     except StoreError as exc:
         health.postgres = {"up": False, "error": str(exc)}

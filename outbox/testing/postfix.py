@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from outbox.testing.servers import free_port
+from outbox.testing.private_servers import free_port
 
 __all__ = ["Postfix", "PostfixMissing", "free_port", "private_postfix"]
 

@@ -35,7 +35,7 @@ from cryptography.fernet import Fernet, InvalidToken
 
 from outbox.config import Settings
 from outbox.errors import ConfigError
-from outbox.signing import keyed_digest
+from outbox.token_signatures import keyed_digest
 
 SESSION_PURPOSE = "console-session"
 CSRF_PURPOSE = "console-csrf"

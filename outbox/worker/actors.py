@@ -13,7 +13,7 @@ from outbox.db.store import connections
 from outbox.delivery.deliver import Delivery
 from outbox.models import Priority
 from outbox.pacing.pacer import pacer_for
-from outbox.telemetry.outages import quiet_pool_logs
+from outbox.telemetry.log_once import quiet_pool_logs
 from outbox.transports.select import build_transport
 from outbox.worker.heartbeat import Heartbeat
 

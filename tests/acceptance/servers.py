@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import redis
 
-from outbox.testing.servers import PostgresServer, free_port, wait_ready
+from outbox.testing.private_servers import PostgresServer, free_port, wait_ready
 
 __all__ = ["PostgresServer", "RedisServer", "free_port"]
 

@@ -32,7 +32,7 @@ from outbox import (
 )
 from outbox.config import PACKAGE_TEMPLATES, Settings
 from outbox.db.store import suppressions
-from outbox.message.sign import Signers
+from outbox.message.dkim import Signers
 from outbox.testing.sink import Behaviour, Received
 from outbox.transports.base import OutgoingMessage
 from tests.integration.helpers import LOGIN, harness, query

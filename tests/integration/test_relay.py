@@ -11,7 +11,7 @@ import redis
 from outbox.broker import make_broker
 from outbox.config import Settings
 from outbox.models import Priority
-from outbox.relay.held import broker_watch
+from outbox.relay.broker_watch import broker_watch
 from outbox.relay.loop import Relay
 from outbox.relay.publish import Publisher
 from tests.integration import helpers

@@ -9,7 +9,7 @@ import pytest
 
 from outbox.config import Settings
 from outbox.delivery.breaker import Gate
-from outbox.delivery.outage import SharedBreaker
+from outbox.delivery.shared_breaker import SharedBreaker
 from outbox.models import Priority
 from outbox.relay.loop import Relay
 from tests.integration.helpers import add_newsletter, pool, query
@@ -35,7 +35,7 @@ def test_threshold_failures_open_it_for_every_process(
         assert other.gate() is Gate.WAIT
         one.observe("a:1:t", failure=False)
         assert other.gate() is Gate.SEND
-    said = [r.getMessage() for r in caplog.records if r.name == "outbox.delivery.outage"]
+    said = [r.getMessage() for r in caplog.records if r.name == "outbox.delivery.shared_breaker"]
     assert len([m for m in said if "is down" in m]) == 1
     assert len([m for m in said if "is back" in m]) == 1
     assert "connection refused at connect" in said[0]

@@ -20,7 +20,7 @@ import trustme
 
 from outbox.config import Settings
 from outbox.testing.pipeline import Pipeline
-from outbox.testing.servers import free_port, wait_ready
+from outbox.testing.private_servers import free_port, wait_ready
 from outbox.testing.sink import SmtpSink
 from tests.integration.helpers import add_login, add_newsletter, statuses, wait_until
 

@@ -26,8 +26,8 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 from outbox import enqueue
 from outbox.config import Settings
 from outbox.db.store import suppressions
+from outbox.message.dkim import Signer, public_record
 from outbox.message.list_unsubscribe import token as make_token
-from outbox.message.sign import Signer, public_record
 from outbox.web.server import make_server
 from tests.integration.helpers import LOGIN, NEWS, add_newsletter, pool
 from tests.integration.test_delivery import harness

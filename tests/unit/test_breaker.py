@@ -15,7 +15,7 @@ from outbox.delivery.breaker import (
     succeeded,
     take_probe,
 )
-from outbox.delivery.outage import is_path_failure
+from outbox.delivery.shared_breaker import is_path_failure
 from outbox.models import HttpReply, Reply, Stage
 
 T0 = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)

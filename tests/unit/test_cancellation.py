@@ -1,4 +1,4 @@
-"""What a cancellation must carry (outbox.fields.cancellation)."""
+"""What a cancellation must carry (outbox.fields.cancel_reasons)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import pytest
 
 from outbox import Cancellation
 from outbox.errors import InvalidMessage
-from outbox.fields.cancellation import MAX_BY, MAX_REASON, check_cancellation
+from outbox.fields.cancel_reasons import MAX_BY, MAX_REASON, check_cancellation
 
 
 def test_reason_and_by_are_kept_trimmed() -> None:

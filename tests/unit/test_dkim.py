@@ -22,7 +22,7 @@ from outbox.config import Settings
 from outbox.errors import ConfigError
 from outbox.message import list_unsubscribe as unsubscribe
 from outbox.message.build import Attachment, Envelope, build_message
-from outbox.message.sign import Signer, public_record, relaxed_body
+from outbox.message.dkim import Signer, public_record, relaxed_body
 
 DATE = dt.datetime(2026, 11, 30, 12, 0, tzinfo=dt.UTC)
 

@@ -12,7 +12,7 @@ from outbox import preflight
 from outbox.config import Settings
 from outbox.errors import ConfigError
 from outbox.message.compose import Composer
-from outbox.message.sign import Signers, parse_dkim_keys
+from outbox.message.dkim import Signers, parse_dkim_keys
 from outbox.models import Priority
 from tests.unit.test_dkim import DATE, dns_for, ed25519_pem, rsa_pem
 

@@ -11,7 +11,7 @@ from outbox.config import Settings
 from outbox.errors import ConfigError
 from outbox.message import list_unsubscribe as unsubscribe
 from outbox.message.return_path import outbox_id_from_token, token
-from outbox.signing import sign, verify
+from outbox.token_signatures import sign, verify
 from tests.keys import OTHER_SECRET, SECRET
 
 WEAK = [

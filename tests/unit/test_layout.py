@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import inspect
+import re
 from pathlib import Path
 
 import pytest
@@ -21,7 +22,7 @@ LAYERS: list[set[str]] = [
         "errors",
         "models",
         "config",
-        "signing",
+        "token_signatures",
         "redact",
         "keys",
         "bounces",
@@ -147,3 +148,32 @@ def test_the_store_is_a_package_of_modules_that_talk_to_postgres() -> None:
     }
     # Guards the test above: it would pass for any module if the store moved.
     assert f"{STORE}.connections" in drivers
+
+
+# Endings that make a near-twin of a name: `outage`/`outages`, `sign`/`signing`,
+# `validate`/`validation` name different things too alike to tell apart.
+_ENDINGS = re.compile(r"(?:ations?|ates?|ions?|ings?|es|s|e)$")
+
+
+def _stem(name: str) -> str:
+    return _ENDINGS.sub("", name)
+
+
+def test_stem_joins_the_forms_of_a_word_and_nothing_more() -> None:
+    assert _stem("outage") == _stem("outages")
+    assert _stem("sign") == _stem("signing")
+    assert _stem("validate") == _stem("validation")
+    assert _stem("statement") == _stem("statements")
+    assert _stem("cancelling") == _stem("cancellation")
+    assert _stem("server") == _stem("servers")
+    assert _stem("results") != _stem("result_committer")
+
+
+def test_no_two_modules_are_near_twins_in_name() -> None:
+    seen: dict[str, Path] = {}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        if path.name in {"__init__.py", "__main__.py"}:
+            continue
+        stem = _stem(path.stem)
+        assert stem not in seen, f"{path} and {seen[stem]} are near-twins in name"
+        seen[stem] = path

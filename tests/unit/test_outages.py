@@ -6,8 +6,8 @@ import logging
 
 import pytest
 
-from outbox.relay.held import _row_ids
-from outbox.telemetry.outages import DownOnce, Summary
+from outbox.relay.broker_watch import _row_ids
+from outbox.telemetry.log_once import DownOnce, Summary
 from outbox.worker.heartbeat import queues_of_argv
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 
-from outbox.signing import SIGNATURE_LENGTH, keyed_digest, sign, verify
+from outbox.token_signatures import SIGNATURE_LENGTH, keyed_digest, sign, verify
 
 
 def _reference(secret: str, purpose: str, payload: bytes) -> str:

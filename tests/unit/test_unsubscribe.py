@@ -4,7 +4,7 @@ import pytest
 
 from outbox.errors import ConfigError
 from outbox.message import list_unsubscribe as unsubscribe
-from outbox.signing import sign
+from outbox.token_signatures import sign
 
 SECRET = "s3cret"
 

@@ -10,7 +10,7 @@ from outbox.message.return_path import (
     row_token_from_address,
     token,
 )
-from outbox.signing import sign, verify
+from outbox.token_signatures import sign, verify
 
 SECRET = "s3cret"
 

@@ -20,7 +20,7 @@ beside it, that concern's named queries (read by :func:`outbox.db.sql.load_queri
 - :mod:`~outbox.db.store.data_retention`: purge, forget, storage sizes
 - :mod:`~outbox.db.store.metrics_reads`: the metrics exporter's snapshot reads
 - :mod:`~outbox.db.store.processes`: relay and worker heartbeats
-- :mod:`~outbox.db.store.shared_breakers`: the transports' shared circuit breakers
+- :mod:`~outbox.db.store.breaker_rows`: the transports' shared circuit breakers
 - :mod:`~outbox.db.store.console_reads`: what the console's pages read
 - :mod:`~outbox.db.store.console_sessions`: console sessions and the audit trail
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from outbox.bounces import parse_bounce
-from outbox.bounces.model import HARD_REASONS, Failure, Reason
+from outbox.bounces.bounce_result import HARD_REASONS, Failure, Reason
 from outbox.bounces.verdict import judge
 
 from .conftest import fixture_bytes

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from outbox.bounces import BounceResult, parse_bounce
-from outbox.bounces.model import HARD_REASONS
+from outbox.bounces.bounce_result import HARD_REASONS
 
 from .conftest import FIXTURES, fixture_bytes, load_expected
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from outbox.bounces import status
+from outbox.bounces import status_codes
 
 
 @pytest.mark.parametrize(
@@ -24,7 +24,7 @@ from outbox.bounces import status
     ],
 )
 def test_normalize(value: str | None, expected: str | None) -> None:
-    assert status.normalize(value) == expected
+    assert status_codes.normalize(value) == expected
 
 
 def test_find_all_skips_addresses_versions_and_dates() -> None:
@@ -32,7 +32,7 @@ def test_find_all_skips_addresses_versions_and_dates() -> None:
         "host 192.0.2.25 (Sendmail 8.14.4/8.14.4) said: 550 5.1.1 <a@example.net>... "
         "4.16.55.1 deferred; see 2025.03.04 and (#5.2.2)"
     )
-    assert status.find_all(text) == ["5.1.1", "5.2.2"]
+    assert status_codes.find_all(text) == ["5.1.1", "5.2.2"]
 
 
 @pytest.mark.parametrize(
@@ -48,19 +48,21 @@ def test_find_all_skips_addresses_versions_and_dates() -> None:
     ],
 )
 def test_find_reply_code(text: str, code: int | None) -> None:
-    assert status.find_reply_code(text) == code
+    assert status_codes.find_reply_code(text) == code
 
 
 def test_choose_prefers_the_remote_servers_specific_code() -> None:
-    assert status.choose("5.0.0", "smtp; 550 5.1.1 <a@example.net>... User unknown") == "5.1.1"
-    assert status.choose("4.4.7", "554 4.4.7 Message expired <421 4.4.2 Connection timed out>") == (
-        "4.4.2"
+    assert (
+        status_codes.choose("5.0.0", "smtp; 550 5.1.1 <a@example.net>... User unknown") == "5.1.1"
     )
-    assert status.choose("5.1.1", "550 5.7.1 IP address blacklisted") == "5.7.1"
-    assert status.choose("5.2.2", "552 Mailbox full") == "5.2.2"
-    assert status.choose("5.0.0", "550 Rejected") == "5.0.0"
-    assert status.choose(None, "550 5.0.0 rejected") == "5.0.0"
-    assert status.choose(None, "no code at all") is None
+    assert status_codes.choose(
+        "4.4.7", "554 4.4.7 Message expired <421 4.4.2 Connection timed out>"
+    ) == ("4.4.2")
+    assert status_codes.choose("5.1.1", "550 5.7.1 IP address blacklisted") == "5.7.1"
+    assert status_codes.choose("5.2.2", "552 Mailbox full") == "5.2.2"
+    assert status_codes.choose("5.0.0", "550 Rejected") == "5.0.0"
+    assert status_codes.choose(None, "550 5.0.0 rejected") == "5.0.0"
+    assert status_codes.choose(None, "no code at all") is None
 
 
 @pytest.mark.parametrize(
@@ -79,7 +81,7 @@ def test_choose_prefers_the_remote_servers_specific_code() -> None:
     ],
 )
 def test_derive(reason: str | None, reply: int | None, temporary: bool, expected: str) -> None:
-    assert status.derive(reason, reply, temporary) == expected
+    assert status_codes.derive(reason, reply, temporary) == expected
 
 
 @pytest.mark.parametrize(
@@ -98,12 +100,12 @@ def test_derive(reason: str | None, reply: int | None, temporary: bool, expected
     ],
 )
 def test_smtp_stage(text: str, stage: str | None) -> None:
-    assert status.smtp_stage(text) == stage
+    assert status_codes.smtp_stage(text) == stage
 
 
 def test_reply_text_starts_at_the_servers_answer() -> None:
     text = (
         "host mx.example.net [192.0.2.1] SMTP error after RCPT TO:<a@example.net>: 550 5.1.1 Nope"
     )
-    assert status.reply_text(text) == "550 5.1.1 Nope"
-    assert status.reply_text("retry timeout exceeded") is None
+    assert status_codes.reply_text(text) == "550 5.1.1 Nope"
+    assert status_codes.reply_text("retry timeout exceeded") is None

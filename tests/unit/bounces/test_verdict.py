@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from outbox.bounces.model import Failure
+from outbox.bounces.bounce_result import Failure
 from outbox.bounces.verdict import judge
 
 

@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable
 
 from outbox.config import Settings
-from outbox.db.store import connections, counts, shared_breakers
+from outbox.db.store import breaker_rows, connections, counts
 from outbox.delivery.breaker import BreakerState, Gate, failed, gate, needs_write, succeeded
 from outbox.delivery.breaker import take_probe as _take_probe
 from outbox.errors import StoreError
@@ -158,7 +158,7 @@ class SharedBreaker:
         self, change: Callable[[BreakerState, dt.datetime], BreakerState | None]
     ) -> tuple[BreakerState, BreakerState | None]:
         with self.connect() as conn:
-            before, after = shared_breakers.change_breaker(conn, self.key, change)
+            before, after = breaker_rows.change_breaker(conn, self.key, change)
             connections.commit(conn)
         with self._lock:
             self._state = after if after is not None else before
@@ -171,7 +171,7 @@ class SharedBreaker:
             return
         try:
             with self.connect() as conn:
-                state, now = shared_breakers.read_breaker(conn, self.key)
+                state, now = breaker_rows.read_breaker(conn, self.key)
         except StoreError:  # the pool's timeout too
             self._read_at = time.monotonic()  # keep the copy; try again after refresh
             return

@@ -23,7 +23,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from outbox.bounces import reasons, status
+from outbox.bounces import reasons, status_codes
 from outbox.bounces.addresses import ADDRESS_RE, same_address
 
 _A = ADDRESS_RE.pattern
@@ -195,7 +195,7 @@ def block_text(lines: list[str], anchor: Anchor, stop: int) -> str:
 
 
 def _has_code(text: str) -> bool:
-    return bool(status.find_all(text) or status.find_reply_code(text) is not None)
+    return bool(status_codes.find_all(text) or status_codes.find_reply_code(text) is not None)
 
 
 def recipient_blocks(section: str, known: list[str], exclude: list[str]) -> list[tuple[str, str]]:
