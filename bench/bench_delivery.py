@@ -8,7 +8,8 @@ revision (``--baseline``, default main) checked out with ``git worktree add``
 into a temporary directory. Child processes run with their tree as working
 directory and ``PYTHONPATH``, so each imports its own ``outbox``. Rounds
 alternate in pairs, baseline first in one pair and second in the next (B C, C
-B, B C, ...), so that a machine getting busier or quieter weighs on both alike.
+B, B C, ...), so that a machine getting busier or quieter weighs on both alike,
+after a round of each that is not counted (caches, connections, bytecode).
 
 The relay is either
 
@@ -38,8 +39,8 @@ Figures, per round and tree:
 * the pairs' ratios (checkout / baseline) of emails/s, their median, minimum
   and maximum.
 
-    python -m bench.bench_delivery [--emails 3000] [--pairs 3] [--baseline REV]
-        [--reply-ms 2 | --smtp-sink] [--threads 8]
+    python -m bench.bench_delivery [--emails 3000] [--pairs 4] [--warmup 1]
+        [--baseline REV] [--reply-ms 2 | --smtp-sink] [--threads 8]
 """
 
 from __future__ import annotations
@@ -358,10 +359,10 @@ def one_round(tree: Tree, smtp_url: str, relay_pid: int, n: int, threads: int) -
 # ---------------------------------------------------------------- report
 
 
-def show(index: int, result: Round) -> None:
+def show(label: str, result: Round) -> None:
     cpu = ", ".join(f"{kind} {us:,.0f}" for kind, us in result.cpu_us.items())
     print(
-        f"round {index:>2}  {result.tree:<8}  {result.rate:7,.0f} emails/s"
+        f"{label:<8}  {result.tree:<8}  {result.rate:7,.0f} emails/s"
         f"  (wall {result.wall:5.1f} s)  CPU µs/email: {cpu}",
         flush=True,
     )
@@ -398,7 +399,10 @@ def main() -> int:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--emails", type=int, default=3000, help="emails per round")
-    parser.add_argument("--pairs", type=int, default=3, help="rounds of each tree")
+    parser.add_argument("--pairs", type=int, default=4, help="rounds of each tree")
+    parser.add_argument(
+        "--warmup", type=int, default=1, help="rounds of each tree first, not counted"
+    )
     parser.add_argument("--baseline", default="main", help="git revision to compare with")
     parser.add_argument("--threads", type=int, default=8, help="threads of the bulk worker")
     relay = parser.add_mutually_exclusive_group()
@@ -417,13 +421,16 @@ def main() -> int:
     ):
         what = "smtp-sink" if args.smtp_sink else f"a relay answering after {args.reply_ms:g} ms"
         print(f"{args.emails:,} emails per round, 1 bulk worker x {args.threads} threads, {what}")
+        for _ in range(args.warmup):
+            for tree in (baseline, checkout):
+                show("warm-up", one_round(tree, smtp_url, relay_pid, args.emails, args.threads))
         pairs = []
         for index in range(args.pairs):
             order = (baseline, checkout) if index % 2 == 0 else (checkout, baseline)
             results = []
             for tree in order:
                 results.append(one_round(tree, smtp_url, relay_pid, args.emails, args.threads))
-                show(2 * index + len(results), results[-1])
+                show(f"round {2 * index + len(results)}", results[-1])
             pairs.append((results[0], results[1]))
     summary(pairs)
     # The machine's other work weighs on every figure: say how busy it was.

@@ -8,9 +8,10 @@ relays do) are answered together. So a message costs the sender two delays on
 a reused connection: MAIL, RCPT and DATA in one write, then the message and its
 dot. Messages are read and thrown away.
 
-One asyncio loop, no SMTP library and a timer per reply: its CPU per message
-is a small fraction of the worker's (the benchmarks report it), so on a small
-machine the relay stays out of the way of what is measured.
+One event loop (uvloop's where installed), no SMTP library and a timer per
+reply: its CPU per message is a fraction of the worker's (bench_delivery
+reports both), so on a small machine the relay stays out of the way of what is
+measured.
 
     python -m bench.slow_relay --reply-ms 20 [--port 0]
 
@@ -24,6 +25,7 @@ import asyncio
 import collections
 import itertools
 import signal
+from typing import cast
 
 GREETING = b"220 slow-relay ESMTP\r\n"
 EHLO = b"250-slow-relay\r\n250-PIPELINING\r\n250-8BITMIME\r\n250-SMTPUTF8\r\n250 SIZE 52428800\r\n"
@@ -52,11 +54,11 @@ class Session(asyncio.Protocol):
         self.pending: collections.deque[bytes] = collections.deque()  # replies due, in order
         self.quitting = False
         self.lost = False
-        self.transport: asyncio.Transport | None = None
+        self.transport: asyncio.WriteTransport | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.transport = transport
+        # uvloop's transports are not asyncio.Transport subclasses; both write.
+        self.transport = cast(asyncio.WriteTransport, transport)
         self.answer(GREETING)
 
     def connection_lost(self, exc: Exception | None) -> None:
@@ -119,7 +121,12 @@ def main() -> None:
     parser.add_argument("--reply-ms", type=float, required=True, help="delay before each reply")
     parser.add_argument("--port", type=int, default=0, help="0: any free port")
     args = parser.parse_args()
-    asyncio.run(serve(args.port, args.reply_ms / 1000))
+    try:
+        import uvloop  # noqa: PLC0415 (half the CPU per message of asyncio's own loop)
+    except ImportError:
+        asyncio.run(serve(args.port, args.reply_ms / 1000))
+    else:
+        uvloop.run(serve(args.port, args.reply_ms / 1000))
 
 
 if __name__ == "__main__":
