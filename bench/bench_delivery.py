@@ -163,7 +163,10 @@ def git(*args: str, cwd: Path = CHECKOUT) -> str:
 
 @contextlib.contextmanager
 def baseline_tree(revision: str) -> Iterator[Tree]:
-    commit = git("rev-parse", "--verify", f"{revision}^{{commit}}")
+    try:
+        commit = git("rev-parse", "--verify", "--quiet", f"{revision}^{{commit}}")
+    except subprocess.CalledProcessError:
+        raise SystemExit(f"--baseline {revision}: no such revision") from None
     parent = Path(tempfile.mkdtemp(prefix="outbox-bench-baseline-"))
     root = parent / "tree"
     git("worktree", "add", "--detach", "--quiet", str(root), commit)
