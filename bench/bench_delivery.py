@@ -33,9 +33,11 @@ Figures, per round and tree:
 * emails/s: results that reached Postgres after the first tenth of them, over
   the time from that tenth to the last (``sent_at``): start-up and the first
   connections are left out;
-* CPU per email over the same stretch (psutil): the worker's processes, the
-  two relays, this round's Postgres backends, the SMTP relay; Redis is counted
-  whole (the server is shared with everything else on the machine);
+* CPU per email over about the same stretch, from the count of sent rows that
+  first reaches a tenth to the one that reaches all (psutil): the worker's
+  processes, the two relays, this round's Postgres backends, the SMTP relay;
+  Redis is counted whole (the server is shared with everything else on the
+  machine);
 * the pairs' ratios (checkout / baseline) of emails/s, their median, minimum
   and maximum.
 
