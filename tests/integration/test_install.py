@@ -190,16 +190,14 @@ def test_a_process_with_a_broken_setting_exits_naming_it(
     settings: Settings, args: list[str], env: dict[str, str], variable: str
 ) -> None:
     environ = {**os.environ, **settings.to_env(), **env}
-    started = time.monotonic()
     done = subprocess.run(
         [sys.executable, *args],
         env=environ,
         capture_output=True,
         text=True,
-        timeout=10,
+        timeout=10,  # exits, not hangs: TimeoutExpired otherwise
         check=False,
     )
-    assert time.monotonic() - started < 10
     assert done.returncode != 0
     output = done.stdout + done.stderr
     assert "cannot start" in output

@@ -81,10 +81,8 @@ def test_a_peer_that_takes_nothing_times_out(
     pair: tuple[socket.socket, socket.socket],
 ) -> None:
     sender, _ = pair
-    started = time.monotonic()
     with pytest.raises(TimeoutError, match="took nothing"):
         locked_send.send_all(sender, b"z" * 1_000_000, timeout=0.3)
-    assert time.monotonic() - started < 3
 
 
 def test_a_closed_peer_is_an_os_error(pair: tuple[socket.socket, socket.socket]) -> None:

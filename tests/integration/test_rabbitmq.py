@@ -86,16 +86,13 @@ def test_a_rabbitmq_restart_mid_drain_leaves_nothing_for_the_sweeper(
     ):
         wait_until(lambda: len(sink.messages) >= 100, timeout=60)
         rabbitmqctl("stop_app")
-        stopped = time.monotonic()
         try:
             time.sleep(2)
         finally:
             rabbitmqctl("start_app")
         wait_until(lambda: statuses(slow_sweeper) == {"sent": 1500}, timeout=120)
-        recovered = time.monotonic() - stopped
     ids = sink.message_ids()
     assert len(set(ids)) == 1500
     swept = query(slow_sweeper, "SELECT count(*) FROM email_event WHERE reason LIKE 'swept%'")[0][0]
     assert swept == 0
-    assert recovered < 120
     assert depth(amqp.broker_url, "email_bulk") == 0
