@@ -176,6 +176,7 @@ class HangingUp:
             client.close()
 
     def close(self) -> None:
+        self.server.shutdown(socket.SHUT_RDWR)  # ends the accept (a close alone does not)
         self.server.close()
         self.thread.join(5)
 
