@@ -134,7 +134,7 @@ def settings(database_url: str, redis_client: redis.Redis, emptying: str) -> Ite
         redis_client.delete(key)
 
 
-@pytest.fixture(params=["redis", "rabbitmq"])
+@pytest.fixture(params=["redis", pytest.param("rabbitmq", marks=pytest.mark.rabbitmq)])
 def broker_of(request: pytest.FixtureRequest, settings: Settings) -> Settings:
     """:func:`settings` on each broker in turn (RabbitMQ: this session's virtual host)."""
     if request.param == "redis":

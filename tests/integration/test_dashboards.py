@@ -118,6 +118,7 @@ def test_panels_take_the_datasource_and_jobs_from_variables() -> None:
             assert re.search(rf"(?:increase|rate)\({counter}\b", expr), (name, title, expr)
 
 
+@pytest.mark.prometheus
 def test_every_panel_query_returns_data(observed: Observed) -> None:
     empty = [
         (name, title, expr)
@@ -133,6 +134,7 @@ def _numbers(result: list[dict[str, Any]]) -> list[float]:
     return [v for v in values if not math.isnan(v)]
 
 
+@pytest.mark.prometheus
 def test_panels_show_the_run(observed: Observed) -> None:
     prom = observed.prom
     assert prom.value("sum(outbox_sent_total)") == 35
@@ -159,6 +161,7 @@ def test_panels_show_the_run(observed: Observed) -> None:
     assert prom.value('sum(dramatiq_messages_total{queue_name="email_high"})') >= 3
 
 
+@pytest.mark.prometheus
 def test_alerts_fire_for_what_the_run_did(observed: Observed) -> None:
     prom = observed.prom
     expected = {"OutboxEmailDead"}

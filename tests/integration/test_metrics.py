@@ -18,6 +18,9 @@ from tests.integration.helpers import query, wait_until
 from tests.integration.metrics_run import Run, fresh_settings, scrape, scripted_run
 from tests.integration.prometheus import free_port
 
+# The tests read one scripted run of the Procfile's processes.
+pytestmark = pytest.mark.slow
+
 
 @pytest.fixture(scope="module")
 def run(

@@ -69,6 +69,7 @@ class Enqueues(threading.Thread):
             self.errors.append(exc)
 
 
+@pytest.mark.slow
 def test_every_migration_runs_on_a_million_rows_without_stalling_enqueues(
     empty_url: str, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -6,6 +6,8 @@ import dataclasses
 import threading
 import time
 
+import pytest
+
 from outbox.config import Settings
 from outbox.pacing.pacer import pacer_for
 from outbox.testing.sink import ACCEPT, Behaviour
@@ -59,6 +61,7 @@ def paced_back(settings: Settings, recipients: str) -> int:
     )[0][0]
 
 
+@pytest.mark.slow
 def test_a_login_code_is_not_starved_by_a_newsletter_to_the_same_receiver(
     settings: Settings,
 ) -> None:

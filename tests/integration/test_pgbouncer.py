@@ -23,6 +23,9 @@ from outbox.db import store
 from outbox.relay.loop import NOTIFY_CHANNEL
 from tests.integration.helpers import add_login, add_newsletter, harness, statuses
 
+# Every test goes through a real PgBouncer.
+pytestmark = pytest.mark.pgbouncer
+
 INSTALL = "install Debian's pgbouncer (apt-get install pgbouncer); ./dev test does as root"
 
 

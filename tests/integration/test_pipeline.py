@@ -6,6 +6,7 @@ import dataclasses
 from pathlib import Path
 
 import psycopg
+import pytest
 
 from outbox import enqueue
 from outbox.config import Settings
@@ -19,6 +20,9 @@ from tests.integration.helpers import (
     statuses,
     wait_until,
 )
+
+# The Procfile's processes as children, each test a scenario of seconds.
+pytestmark = pytest.mark.slow
 
 
 def env_for(settings: Settings, sink: SmtpSink) -> dict[str, str]:

@@ -193,6 +193,7 @@ def test_relay_and_delivery_send_from_the_schema(in_schema: Settings) -> None:
     assert events >= 21 * 3
 
 
+@pytest.mark.pgbouncer
 def test_through_pgbouncer_in_transaction_mode(
     in_schema: Settings,
     pgbouncer: int,  # noqa: F811

@@ -12,11 +12,15 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import psycopg
+import pytest
 
 from outbox import enqueue
 from outbox.config import Settings
 from outbox.testing.sink import SmtpSink
 from tests.integration.helpers import LOGIN, add_newsletter, query, statuses, wait_until
+
+# jobs/small's three processes as children, each test a scenario of seconds.
+pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parents[2]
 
