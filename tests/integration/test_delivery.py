@@ -219,6 +219,7 @@ def test_relay_down_retries_then_delivers(settings: Settings) -> None:
     assert len(sink.messages) == 1
 
 
+@pytest.mark.slow
 def test_slow_relay_times_out_without_blocking_forever(settings: Settings) -> None:
     login = add_login(settings, "login-1", "slow@example.com")
     settings = dataclasses.replace(settings, max_attempts=1)

@@ -60,6 +60,7 @@ def site(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     return target
 
 
+@pytest.mark.slow
 def test_the_distribution_installs_one_import_package(wheel: Path) -> None:
     assert wheel.name.startswith("outbox_email-")
     with zipfile.ZipFile(wheel) as archive:
@@ -126,6 +127,7 @@ def sink() -> Iterator[SmtpSink]:
         yield running
 
 
+@pytest.mark.slow
 def test_a_scratch_app_with_its_own_jobs_package_delivers(
     settings: Settings, site: Path, sink: SmtpSink, tmp_path: Path
 ) -> None:

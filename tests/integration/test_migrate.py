@@ -170,6 +170,7 @@ def _hold_table(url: str, release: threading.Event) -> threading.Thread:
     return thread
 
 
+@pytest.mark.slow
 def test_a_migration_waits_behind_a_long_transaction_without_holding_up_enqueues(
     empty_url: str,
 ) -> None:

@@ -25,6 +25,7 @@ def paced(settings: Settings, **changes: object) -> Settings:
     return dataclasses.replace(settings, **changes)  # type: ignore[arg-type]
 
 
+@pytest.mark.slow
 def test_a_receiver_rate_holds_and_pacing_costs_no_attempt(settings: Settings) -> None:
     settings = paced(settings, rate_limits="gmail.com=10/s", pace_wait_bulk=0.05)
     add_newsletter(settings, 30, domain="googlemail.com")

@@ -231,6 +231,7 @@ def test_pace_figures_for_prometheus(redis_client: redis.Redis, namespace: str) 
     assert f'outbox_pace_limit_per_second{{receiver="{GLOBAL}"}} 100.0' in text
 
 
+@pytest.mark.slow
 def test_pace_figures_are_absent_while_redis_is_away() -> None:
     client = redis.Redis(port=1, socket_connect_timeout=0.2)
     registry = CollectorRegistry()

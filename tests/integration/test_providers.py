@@ -419,6 +419,7 @@ def test_rows_are_sent_with_the_providers_message_id(settings: Settings, kind: s
     assert set(attempts) == {("sent", "response", 200)}
 
 
+@pytest.mark.slow
 def test_resend_timeout_end_to_end_reuses_the_key(settings: Settings) -> None:
     login = add_login(settings, "login-1", "alice@example.com")
     with FakeResend() as fake:

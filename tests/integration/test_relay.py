@@ -192,6 +192,7 @@ def test_sweeper_returns_stuck_rows(settings: Settings) -> None:
     assert "never finished sending" in reasons[3]
 
 
+@pytest.mark.slow
 def test_sweeper_leaves_queued_rows_alone_when_the_broker_cannot_be_asked(
     settings: Settings,
 ) -> None:

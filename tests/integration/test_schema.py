@@ -227,6 +227,7 @@ def test_the_http_api_enqueues_and_answers_from_the_schema(in_schema: Settings) 
     assert len(rows(in_schema, "outbox_api_key")) == 1
 
 
+@pytest.mark.slow
 def test_processes_and_the_cli_read_outbox_schema(in_schema: Settings, tmp_path: Path) -> None:
     env = {**os.environ, **in_schema.to_env()}
     migrate = _cli(env, "migrate", "--status", "--json")
