@@ -531,6 +531,7 @@ def test_a_scheduled_email_waits_until_its_time(shop: Settings) -> None:
     }  # fmt: skip
 
 
+@pytest.mark.slow
 def test_the_age_limit_counts_from_send_at(shop: Settings) -> None:
     a_day_ago = dt.datetime.now(dt.UTC) - dt.timedelta(days=1)
     in_a_moment = dt.datetime.now(dt.UTC) + dt.timedelta(seconds=1)

@@ -124,6 +124,7 @@ def test_throttling_halves_the_pace_once_per_cooldown_and_recovers(
     assert [round(s.wait, 3) for s in slots if s] == [0.0, 0.2, 0.4]
 
 
+@pytest.mark.slow
 def test_the_pace_of_an_untouched_key_expires(redis_client: redis.Redis, namespace: str) -> None:
     pacer = make(redis_client, namespace, "gmail.com=10/s", recovery=0.5)
     pacer.throttled("gmail.com")

@@ -256,6 +256,7 @@ def test_run_loop_wakes_on_notify_and_stops(settings: Settings) -> None:
     assert not thread.is_alive()  # and the stop ended the hour's wait
 
 
+@pytest.mark.slow
 def test_run_loop_wakes_when_a_row_falls_due(settings: Settings) -> None:
     """A row put back for a moment (paced, a short retry) is claimed when due, not a poll later."""
     settings = dataclasses.replace(settings, poll_interval=NEVER)
