@@ -145,32 +145,36 @@ class Settings:
         }
 
     def validate(self) -> None:
+        """Raise :class:`ConfigError` on the first setting that cannot work, in a fixed order."""
         problem = schema_problem(self.schema)
         if problem:
             raise ConfigError(problem)
-        if self.smtp_starttls not in {"never", "opportunistic", "required"}:
-            raise ConfigError("OUTBOX_SMTP_STARTTLS must be never, opportunistic or required")
-        if self.retry_jitter not in {"full", "none"}:
-            raise ConfigError("OUTBOX_RETRY_JITTER must be full or none")
-        if self.on_uncertain not in {"retry", "hold"}:
-            raise ConfigError("OUTBOX_ON_UNCERTAIN must be retry or hold")
-        for name in (
-            "max_in_flight",
-            "bulk_batch",
-            "claim_batch",
-            "max_attempts",
-            "max_content_bytes",
-            "bounce_max_recipients",
-            "bounce_max_messages",
-            "bounce_peer_bytes_per_hour",
-            "web_concurrency",
-            "web_backlog",
-            "api_burst",
-            "web_pool_size",
-            "db_pool_max",
-        ):
+        for name in ("smtp_starttls", "retry_jitter", "on_uncertain"):
+            self._check_choice(name)
+        for name in _AT_LEAST_ONE:
             if getattr(self, name) < 1:
                 raise ConfigError(f"OUTBOX_{name.upper()} must be at least 1")
+        self._validate_secrets()
+        for name in ("prepared_statements", "pace_by_mx"):
+            self._check_choice(name)
+        self._validate_pacing()
+        self._validate_timeouts()
+        self.rate_limits_parsed()  # raises on a malformed rate
+        self._validate_web()
+        self._validate_console()
+        self._check_choice("smtp_plaintext_auth")
+        _check_sender(self.sender)
+        self.sender_domain_list()  # raises on an empty entry
+        if not self.templates.is_dir():
+            raise ConfigError(f"OUTBOX_TEMPLATES: {self.templates} is not a directory")
+
+    def _check_choice(self, name: str) -> None:
+        allowed = _CHOICES[name]
+        if getattr(self, name) not in allowed:
+            listed = f"{', '.join(allowed[:-1])} or {allowed[-1]}"
+            raise ConfigError(f"OUTBOX_{name.upper()} must be {listed}")
+
+    def _validate_secrets(self) -> None:
         if self.secret:
             keys.check("OUTBOX_SECRET", self.secret)
         for previous in self.previous_secret_list:
@@ -179,31 +183,22 @@ class Settings:
             raise ConfigError("OUTBOX_PREVIOUS_SECRETS needs OUTBOX_SECRET, which signs")
         if self.bounce_domain and not self.secret:
             raise ConfigError("OUTBOX_BOUNCE_DOMAIN needs OUTBOX_SECRET to sign return paths")
-        if self.prepared_statements not in {"on", "off"}:
-            raise ConfigError("OUTBOX_PREPARED_STATEMENTS must be on or off")
-        if self.pace_by_mx not in {"on", "off"}:
-            raise ConfigError("OUTBOX_PACE_BY_MX must be on or off")
+
+    def _validate_pacing(self) -> None:
         if not 0 < self.pace_floor <= 1:
             raise ConfigError("OUTBOX_PACE_FLOOR must be above 0 and at most 1")
         if self.pace_recovery_seconds <= 0:
             raise ConfigError("OUTBOX_PACE_RECOVERY_SECONDS must be above 0")
         if self.pace_wait_bulk < 0 or self.pace_wait_high < 0:
             raise ConfigError("OUTBOX_PACE_WAIT_BULK and OUTBOX_PACE_WAIT_HIGH must be 0 or more")
-        self._validate_timeouts()
-        self.rate_limits_parsed()  # raises on a malformed rate
+
+    def _validate_web(self) -> None:
         if self.web_timeout <= 0:
             raise ConfigError("OUTBOX_WEB_TIMEOUT must be above 0")
         if self.api_rate <= 0:
             raise ConfigError("OUTBOX_API_RATE must be above 0")
         if self.retention_days < 0:
             raise ConfigError("OUTBOX_RETENTION_DAYS must be 0 (keep everything) or more")
-        self._validate_console()
-        if self.smtp_plaintext_auth not in {"never", "loopback"}:
-            raise ConfigError("OUTBOX_SMTP_PLAINTEXT_AUTH must be never or loopback")
-        _check_sender(self.sender)
-        self.sender_domain_list()  # raises on an empty entry
-        if not self.templates.is_dir():
-            raise ConfigError(f"OUTBOX_TEMPLATES: {self.templates} is not a directory")
 
     @property
     def console_enabled(self) -> bool:
@@ -301,6 +296,33 @@ class Settings:
     def rate_limits_parsed(self) -> RateLimits:
         return RateLimits.parse(self.rate_limits, self.send_rate, self.domain_groups)
 
+
+# Settings that take one of a few words (the error message lists them in this order).
+_CHOICES: dict[str, tuple[str, ...]] = {
+    "smtp_starttls": ("never", "opportunistic", "required"),
+    "retry_jitter": ("full", "none"),
+    "on_uncertain": ("retry", "hold"),
+    "prepared_statements": ("on", "off"),
+    "pace_by_mx": ("on", "off"),
+    "smtp_plaintext_auth": ("never", "loopback"),
+}
+
+# Counts and sizes for which 0 would mean nothing can ever be sent or served.
+_AT_LEAST_ONE = (
+    "max_in_flight",
+    "bulk_batch",
+    "claim_batch",
+    "max_attempts",
+    "max_content_bytes",
+    "bounce_max_recipients",
+    "bounce_max_messages",
+    "bounce_peer_bytes_per_hour",
+    "web_concurrency",
+    "web_backlog",
+    "api_burst",
+    "web_pool_size",
+    "db_pool_max",
+)
 
 ENV_NAMES = {
     "database_url": "DATABASE_URL",

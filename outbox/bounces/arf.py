@@ -57,23 +57,33 @@ def _fields(msg: mime.Part) -> list[tuple[str, str]]:
 def parse(msg: mime.Part, returned: mime.Part | None) -> FeedbackReport:
     report = FeedbackReport()
     for name, value in _fields(msg):
-        if name in ("original-rcpt-to", "removal-recipient"):
-            address = clean_address(value)
-            if is_plausible(address) and address not in report.recipients:
-                report.recipients.append(address or "")
-        elif name == "feedback-type" and report.feedback_type is None:
-            report.feedback_type = value.lower() or None
-        elif name == "reporting-mta" and report.reporting_mta is None:
-            report.reporting_mta = value.split(";", 1)[-1].strip() or None
-        elif name == "original-mail-from" and report.original_mail_from is None:
-            report.original_mail_from = clean_address(value)
+        _take(report, name, value)
     if not report.recipients and returned is not None:
-        jmrp = clean_address(mime.header(returned, JMRP_RECIPIENT))
-        if jmrp and is_plausible(jmrp):
-            report.recipients.append(jmrp)
-            report.feedback_type = report.feedback_type or "abuse"
-    if not report.recipients and returned is not None:
-        found = [a for a in find_addresses(mime.header(returned, "To")) if is_plausible(a)]
-        if len(found) == 1:
-            report.recipients.append(found[0])
+        _recipient_from_returned(report, returned)
     return report
+
+
+def _take(report: FeedbackReport, name: str, value: str) -> None:
+    """One feedback-report field: every recipient, the first of each other field."""
+    if name in ("original-rcpt-to", "removal-recipient"):
+        address = clean_address(value)
+        if is_plausible(address) and address not in report.recipients:
+            report.recipients.append(address or "")
+    elif name == "feedback-type" and report.feedback_type is None:
+        report.feedback_type = value.lower() or None
+    elif name == "reporting-mta" and report.reporting_mta is None:
+        report.reporting_mta = value.split(";", 1)[-1].strip() or None
+    elif name == "original-mail-from" and report.original_mail_from is None:
+        report.original_mail_from = clean_address(value)
+
+
+def _recipient_from_returned(report: FeedbackReport, returned: mime.Part) -> None:
+    """A report naming no recipient: JMRP's header, else the returned message's one To."""
+    jmrp = clean_address(mime.header(returned, JMRP_RECIPIENT))
+    if jmrp and is_plausible(jmrp):
+        report.recipients.append(jmrp)
+        report.feedback_type = report.feedback_type or "abuse"
+        return
+    found = [a for a in find_addresses(mime.header(returned, "To")) if is_plausible(a)]
+    if len(found) == 1:
+        report.recipients.append(found[0])

@@ -57,6 +57,21 @@ def _parse(raw: bytes) -> list[BounceResult]:
     msg = mime.load(raw)
     if msg is None:
         return []
+    ctx = _context(msg)
+    notice = _report_or_notice(ctx)
+    if notice is not None:
+        return notice
+    reports = _dsn_reports(msg, ctx.texts)
+    records = [r for report in reports for r in report.recipients]
+    if not records and not _reads_as_failure_notice(msg, ctx.texts):
+        return []
+    failures = _from_dsn(ctx, reports) if records else []
+    if not failures:
+        failures = _from_text(ctx)
+    return _results(ctx, failures)
+
+
+def _context(msg: mime.Part) -> _Context:
     texts = mime.notification_texts(msg)
     section = "\n".join(plain_notices.notification_section(t) for t in texts)
     original = mime.returned_headers(msg)
@@ -65,7 +80,7 @@ def _parse(raw: bytes) -> list[BounceResult]:
             original = returned.inline_headers(text)
             if original is not None:
                 break
-    ctx = _Context(
+    return _Context(
         msg=msg,
         texts=texts,
         section=section,
@@ -74,42 +89,41 @@ def _parse(raw: bytes) -> list[BounceResult]:
         verp_token=verp.token_of(msg, original),
     )
 
-    if arf.is_feedback_report(msg, original):
+
+def _report_or_notice(ctx: _Context) -> list[BounceResult] | None:
+    """Results of a feedback report, an SES notification or an unsubscribe request;
+    ``None`` when the message is none of them."""
+    if arf.is_feedback_report(ctx.msg, ctx.returned):
         return _complaints(ctx)
-    for text in texts[:2]:
+    for text in ctx.texts[:2]:
         notices = ses_email.parse(text)
         if notices:
             return _from_ses(ctx, notices)
-    requester = unsubscribe.requester(msg)
+    requester = unsubscribe.requester(ctx.msg)
     if requester:
         return [
             BounceResult(
                 klass="complaint",
                 recipient=requester,
                 reason="unsubscribe",
-                diagnostic=mime.header(msg, "Subject") or None,
+                diagnostic=mime.header(ctx.msg, "Subject") or None,
                 original_message_id=ctx.original_id,
                 verp_token=ctx.verp_token,
             )
         ]
+    return None
 
-    reports = _dsn_reports(msg, texts)
-    records = [r for report in reports for r in report.recipients]
-    if not records:
-        # Without a report, only a message shaped like a failure notice is read as
-        # text; an auto-reply must also carry a bounce sender, subject or header.
-        if not autoreply.looks_like_bounce(msg, texts[0] if texts else ""):
-            return []
-        if mime.header(msg, "List-Unsubscribe") or mime.header(msg, "List-Id"):
-            # RFC 2369/2919 list headers come from list or bulk software; an MTA's
-            # failure notice never carries them.
-            return []
-        if autoreply.is_auto_reply(msg) and not autoreply.looks_like_bounce(msg, ""):
-            return []
-    failures = _from_dsn(ctx, reports) if records else []
-    if not failures:
-        failures = _from_text(ctx)
-    return _results(ctx, failures)
+
+def _reads_as_failure_notice(msg: mime.Part, texts: list[str]) -> bool:
+    """Without a report, only a message shaped like a failure notice is read as
+    text; an auto-reply must also carry a bounce sender, subject or header."""
+    if not autoreply.looks_like_bounce(msg, texts[0] if texts else ""):
+        return False
+    if mime.header(msg, "List-Unsubscribe") or mime.header(msg, "List-Id"):
+        # RFC 2369/2919 list headers come from list or bulk software; an MTA's
+        # failure notice never carries them.
+        return False
+    return not (autoreply.is_auto_reply(msg) and not autoreply.looks_like_bounce(msg, ""))
 
 
 def _dsn_reports(msg: mime.Part, texts: list[str]) -> list[dsn.Report]:

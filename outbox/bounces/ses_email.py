@@ -58,6 +58,50 @@ def _message_id(mail: Any) -> str | None:
     return None
 
 
+def _source(mail: Any) -> str | None:
+    """The envelope sender SES mailed from (it may carry a VERP token)."""
+    return (str(mail.get("source") or "") or None) if isinstance(mail, dict) else None
+
+
+def _bounces(bounce: dict[str, Any], message_id: str | None, source: str | None) -> list[Notice]:
+    permanent = str(bounce.get("bounceType", "")).lower() == "permanent"
+    mta = bounce.get("reportingMTA")
+    reporting_mta = str(mta).split(";", 1)[-1].strip() if mta else None
+    return [
+        Notice(
+            kind="bounce",
+            recipient=clean_address(str(item.get("emailAddress") or "")),
+            permanent=permanent,
+            status=str(item["status"]) if item.get("status") else None,
+            diagnostic=str(item.get("diagnosticCode") or ""),
+            message_id=message_id,
+            reporting_mta=reporting_mta,
+            source=source,
+        )
+        for item in bounce.get("bouncedRecipients") or []
+        if isinstance(item, dict)
+    ]
+
+
+def _complaints(
+    complaint: dict[str, Any], message_id: str | None, source: str | None
+) -> list[Notice]:
+    return [
+        Notice(
+            kind="complaint",
+            recipient=clean_address(str(item.get("emailAddress") or "")),
+            permanent=True,
+            status=None,
+            diagnostic=str(complaint.get("complaintFeedbackType") or "abuse"),
+            message_id=message_id,
+            reporting_mta=None,
+            source=source,
+        )
+        for item in complaint.get("complainedRecipients") or []
+        if isinstance(item, dict)
+    ]
+
+
 def parse(text: str) -> list[Notice]:
     """Notices in an SES notification body; ``[]`` if the text is not one."""
     if "notificationType" not in text and "eventType" not in text:
@@ -68,41 +112,8 @@ def parse(text: str) -> list[Notice]:
     kind = str(data.get("notificationType") or data.get("eventType") or "").lower()
     mail = data.get("mail")
     message_id = _message_id(mail)
-    source = str(mail.get("source") or "") if isinstance(mail, dict) else ""
-    notices: list[Notice] = []
     if kind == "bounce" and isinstance(data.get("bounce"), dict):
-        bounce = data["bounce"]
-        permanent = str(bounce.get("bounceType", "")).lower() == "permanent"
-        mta = bounce.get("reportingMTA")
-        for item in bounce.get("bouncedRecipients") or []:
-            if not isinstance(item, dict):
-                continue
-            notices.append(
-                Notice(
-                    kind="bounce",
-                    recipient=clean_address(str(item.get("emailAddress") or "")),
-                    permanent=permanent,
-                    status=str(item["status"]) if item.get("status") else None,
-                    diagnostic=str(item.get("diagnosticCode") or ""),
-                    message_id=message_id,
-                    reporting_mta=str(mta).split(";", 1)[-1].strip() if mta else None,
-                    source=source or None,
-                )
-            )
-    elif kind == "complaint" and isinstance(data.get("complaint"), dict):
-        complaint = data["complaint"]
-        for item in complaint.get("complainedRecipients") or []:
-            if isinstance(item, dict):
-                notices.append(
-                    Notice(
-                        kind="complaint",
-                        recipient=clean_address(str(item.get("emailAddress") or "")),
-                        permanent=True,
-                        status=None,
-                        diagnostic=str(complaint.get("complaintFeedbackType") or "abuse"),
-                        message_id=message_id,
-                        reporting_mta=None,
-                        source=source or None,
-                    )
-                )
-    return notices
+        return _bounces(data["bounce"], message_id, _source(mail))
+    if kind == "complaint" and isinstance(data.get("complaint"), dict):
+        return _complaints(data["complaint"], message_id, _source(mail))
+    return []

@@ -137,25 +137,12 @@ def _facts(failure: Failure) -> _Facts | None:
         return None
     diagnostic = failure.diagnostic or ""
     texts = [t for t in (diagnostic, failure.context) if t and t.strip()]
-    code = status_codes.choose(status_codes.normalize(failure.status), diagnostic)
-    if (
-        not diagnostic.strip()
-        and failure.context
-        and (code is None or status_codes.is_unspecific(code))
-    ):
-        # No answer of the server's own: a specific code in the notice's text about
-        # this recipient beats a report's bare X.0.0.
-        code = status_codes.choose(code, failure.context)
+    code = _code(failure, diagnostic)
     if code is not None and code.startswith("2."):
         return None
     reply = next((r for r in map(status_codes.find_reply_code, texts) if r is not None), None)
     stage = failure.command or next((s for s in map(status_codes.smtp_stage, texts) if s), None)
     delayed = action == "delayed"
-    temporary = delayed or status_codes.is_temporary(code)
-    if code is None and reply is not None and reply // 100 == 4:
-        temporary = True
-    domain = (failure.recipient or "").rpartition("@")[2]
-    hosts = [h for h in (failure.reporting_mta, failure.remote_mta, domain) if h]
     return _Facts(
         action=action,
         diagnostic=diagnostic,
@@ -165,10 +152,37 @@ def _facts(failure: Failure) -> _Facts | None:
         reply=reply,
         stage=stage,
         delayed=delayed,
-        temporary=temporary,
-        hosts=hosts,
+        temporary=_temporary(delayed, code, reply),
+        hosts=_hosts(failure),
         sole=failure.sole,
     )
+
+
+def _code(failure: Failure, diagnostic: str) -> str | None:
+    """The enhanced status code: the report's, or one the server's answer gives."""
+    code = status_codes.choose(status_codes.normalize(failure.status), diagnostic)
+    if (
+        not diagnostic.strip()
+        and failure.context
+        and (code is None or status_codes.is_unspecific(code))
+    ):
+        # No answer of the server's own: a specific code in the notice's text about
+        # this recipient beats a report's bare X.0.0.
+        code = status_codes.choose(code, failure.context)
+    return code
+
+
+def _temporary(delayed: bool, code: str | None, reply: int | None) -> bool:
+    """Still being retried, a 4.x.x code, or (with no code) a 4xx reply."""
+    if delayed or status_codes.is_temporary(code):
+        return True
+    return code is None and reply is not None and reply // 100 == 4
+
+
+def _hosts(failure: Failure) -> list[str]:
+    """The hosts and the recipient domain the product rules may be limited to."""
+    domain = (failure.recipient or "").rpartition("@")[2]
+    return [h for h in (failure.reporting_mta, failure.remote_mta, domain) if h]
 
 
 def _select(f: _Facts) -> tuple[Reason, str]:
@@ -217,7 +231,7 @@ def _strong_unknown_user(f: _Facts) -> bool:
 
 
 def _demote(reason: Reason, f: _Facts) -> tuple[Reason, str]:
-    """Rows D1-D7: evidence that the failure is not about the address being dead."""
+    """Rows D1-D6: evidence that the failure is not about the address being dead."""
     if reason == Reason.UNCONFIRMED_USER and _confirmed(f):
         # D1: weak "mailbox unavailable" / "address rejected" wording is a directory
         # answer when an X.1 code, the RCPT stage or the receiver's verdict backs it.
@@ -227,24 +241,29 @@ def _demote(reason: Reason, f: _Facts) -> tuple[Reason, str]:
     if f.stage in _SENDER_STAGES:
         # D2: a refusal of MAIL FROM / HELO / the connection is about us.
         return (Reason.SENDER_REJECTED if f.stage == "mail" else Reason.BLOCKED), "D2"
-    if (
-        f.code
-        and f.code.startswith("5.7.")
-        and reason != Reason.NO_MAIL_HOST
-        and not (
-            reason == Reason.USER_UNKNOWN
-            and f.stage == "rcpt"
-            and _GENERIC_POLICY.match(f.code)
-            and _strong_unknown_user(f)
-        )
-    ):
-        # D3: a security/policy code; only an RCPT-stage "no such user" under the
-        # generic 5.7.0/5.7.1 stays hard.
+    if _policy_refusal(reason, f):
         return Reason.POLICY, "D3"
-    if reason != Reason.USER_UNKNOWN:
-        return reason, ""
-    if _receiver_says_gone(f):
+    if reason != Reason.USER_UNKNOWN or _receiver_says_gone(f):
         return reason, ""  # the receiver's verdict outweighs D4-D6
+    return _unknown_user_doubted(f) or (reason, "")
+
+
+def _policy_refusal(reason: Reason, f: _Facts) -> bool:
+    """D3: a security/policy code; only an RCPT-stage "no such user" under the
+    generic 5.7.0/5.7.1 stays hard."""
+    if not (f.code and f.code.startswith("5.7.")) or reason == Reason.NO_MAIL_HOST:
+        return False
+    stays_hard = (
+        reason == Reason.USER_UNKNOWN
+        and f.stage == "rcpt"
+        and bool(_GENERIC_POLICY.match(f.code))
+        and _strong_unknown_user(f)
+    )
+    return not stays_hard
+
+
+def _unknown_user_doubted(f: _Facts) -> tuple[Reason, str] | None:
+    """Rows D4-D6: "user unknown" that a filter or the code contradicts."""
     if reasons.FILTER_UNKNOWN_USER.search(f.diagnostic):
         return Reason.FILTERED, "D4"  # "550 : User unknown", the mailbox left out
     if (
@@ -259,7 +278,7 @@ def _demote(reason: Reason, f: _Facts) -> tuple[Reason, str]:
         # D6: the code says the mailbox exists, or blames the system or the content.
         found = _from_status(f.code)
         return (found[0] if found else Reason.UNKNOWN), "D6"
-    return reason, ""
+    return None
 
 
 def judge(failure: Failure) -> BounceVerdict | None:

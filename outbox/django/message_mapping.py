@@ -59,32 +59,50 @@ def enqueue_arguments(
         "headers": {k: v for k, v in headers.items() if k.lower() not in _OURS} or None,
         "attachments": [_attachment(a) for a in message.attachments] or None,
     }
+    common["text"], common["html"] = _bodies(message)
+    common.update(_outbox_fields(by_name))
+    return _per_recipient(message, key or new_key(), common)
+
+
+def _bodies(message: Any) -> tuple[str | None, str | None]:
+    """(text, html): the body as its subtype says, an HTML alternative replacing the html."""
+    text: str | None = None
+    html: str | None = None
     if getattr(message, "content_subtype", "plain") == "html":
-        common["html"] = message.body or None
+        html = message.body or None
     else:
-        common["text"] = message.body or None
+        text = message.body or None
     for content, mimetype in getattr(message, "alternatives", None) or ():
         if mimetype == "text/html":
-            common["html"] = content
+            html = content
+    return text, html
+
+
+def _outbox_fields(by_name: dict[str, str]) -> dict[str, Any]:
+    """template, params and priority from the X-Outbox-* headers that are present."""
+    fields: dict[str, Any] = {}
     if TEMPLATE_HEADER.lower() in by_name:
-        common["template"] = by_name[TEMPLATE_HEADER.lower()]
+        fields["template"] = by_name[TEMPLATE_HEADER.lower()]
     if PARAMS_HEADER.lower() in by_name:
-        common["params"] = _params(by_name[PARAMS_HEADER.lower()])
+        fields["params"] = _params(by_name[PARAMS_HEADER.lower()])
     if PRIORITY_HEADER.lower() in by_name:
-        common["priority"] = by_name[PRIORITY_HEADER.lower()]
-    base = key or new_key()
+        fields["priority"] = by_name[PRIORITY_HEADER.lower()]
+    return fields
+
+
+def _per_recipient(message: Any, base: str, common: dict[str, Any]) -> list[dict[str, Any]]:
+    """One email per ``to`` address, keyed ``base`` or ``base:N``; Cc and Bcc go with the first."""
     recipients = list(message.to)
-    emails = []
-    for index, address in enumerate(recipients, start=1):
-        email = {
+    return [
+        {
             "idempotency_key": base if len(recipients) == 1 else f"{base}:{index}",
             "to": address,
             **common,
             "cc": (list(message.cc) or None) if index == 1 else None,
             "bcc": (list(message.bcc) or None) if index == 1 else None,
         }
-        emails.append(email)
-    return emails
+        for index, address in enumerate(recipients, start=1)
+    ]
 
 
 def supported(email: dict[str, Any], accepted: Collection[str]) -> tuple[dict[str, Any], list[str]]:

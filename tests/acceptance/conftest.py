@@ -57,6 +57,15 @@ def timeout(seconds: float) -> float:
     return seconds * SOAK_FACTOR
 
 
+@pytest.hookimpl(tryfirst=True)  # before -m deselects
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Every test of this directory is a fault scenario: marked ``faults``."""
+    here = Path(__file__).parent
+    for item in items:
+        if item.path.is_relative_to(here):
+            item.add_marker(pytest.mark.faults)
+
+
 @pytest.fixture
 def fault_settings(settings: Settings) -> Settings:
     """Time compressed further: the sweeper returns rows after 3 s, looks twice a second."""

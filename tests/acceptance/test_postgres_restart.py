@@ -152,7 +152,6 @@ def test_postgres_stopped_longer_than_every_timeout_the_same_processes_drain(
     )
     assert figures.statuses == {"sent": bulk + high}, "every email sent, none dead"
     assert before == after, f"processes replaced: {before ^ after}"
-    assert drained < 60
     assert lines_per_s <= 1, lines_during
     assert logs["relay0.log"].count("Postgres is down") == 1
     assert logs["relay0.log"].count("Postgres is back") == 1

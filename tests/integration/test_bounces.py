@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 import smtplib
-import time
 from typing import Any
 
 import psycopg
@@ -356,13 +355,10 @@ def test_bounce_server_over_smtp(bsettings: Settings) -> None:
                 with pytest.raises(smtplib.SMTPRecipientsRefused) as refused:
                     client.sendmail("", ["victim@example.net"], b"Subject: relay me\r\n\r\nx\r\n")
                 assert refused.value.recipients["victim@example.net"][0] == 550
-                started = time.monotonic()
                 client.sendmail("", [verp], dsn("gone@example.net", message_id, to=verp))
             wait_until(lambda: suppressed(bsettings, "gone@example.net") is not None, timeout=10)
-            took = time.monotonic() - started
         finally:
             server.stop()
-    assert took < 10
     stored = query(bsettings, "SELECT envelope_to, link, outbox_id FROM email_bounce")
     assert stored == [(verp, "verp", row_id)]
 

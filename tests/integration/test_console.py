@@ -535,6 +535,7 @@ def test_an_address_search_pages_on_without_the_address_in_any_url(
     assert "carol" not in "".join(re.findall(r'href="([^"]*)"', first + second))
 
 
+@pytest.mark.slow
 def test_after_ten_failed_sign_ins_even_the_right_password_waits(running: Running) -> None:
     client = running.client()
     token = csrf_of(client.get("/console/login").text)

@@ -28,6 +28,9 @@ from tests.integration.helpers import add_login, harness, query, wait_until
 from tests.integration.test_console import make_dead
 from tests.keys import SECRET
 
+# Drives the console in headless Chromium.
+pytestmark = pytest.mark.chromium
+
 DAVE = "dave.dead@example.com"
 CAROL = "carol.customer@example.com"
 WIDTHS = (1280, 390)  # a desktop, a phone

@@ -18,6 +18,7 @@ import redis
 import yaml
 
 from dashboards.build import DASHBOARDS, HERE, render
+from outbox.telemetry.metrics import LATENCY_BUCKETS
 from tests.conftest import REDIS_URL
 from tests.integration.helpers import wait_until
 from tests.integration.metrics_run import Ports, Run, fresh_settings, scripted_run
@@ -117,6 +118,7 @@ def test_panels_take_the_datasource_and_jobs_from_variables() -> None:
             assert re.search(rf"(?:increase|rate)\({counter}\b", expr), (name, title, expr)
 
 
+@pytest.mark.prometheus
 def test_every_panel_query_returns_data(observed: Observed) -> None:
     empty = [
         (name, title, expr)
@@ -132,6 +134,7 @@ def _numbers(result: list[dict[str, Any]]) -> list[float]:
     return [v for v in values if not math.isnan(v)]
 
 
+@pytest.mark.prometheus
 def test_panels_show_the_run(observed: Observed) -> None:
     prom = observed.prom
     assert prom.value("sum(outbox_sent_total)") == 35
@@ -151,10 +154,14 @@ def test_panels_show_the_run(observed: Observed) -> None:
         "histogram_quantile(0.5, sum by (le) "
         '(outbox_enqueue_to_sent_seconds_bucket{priority="high"}))'
     )
-    assert 0 < float(high[0]["value"][1]) < 30  # login codes went out within seconds
+    # Login codes went out during the run: the median lies in a bucket no higher
+    # than the one that holds the run's whole length.
+    run_bucket = min(b for b in LATENCY_BUCKETS if b >= observed.end - observed.run.started)
+    assert 0 < float(high[0]["value"][1]) <= run_bucket
     assert prom.value('sum(dramatiq_messages_total{queue_name="email_high"})') >= 3
 
 
+@pytest.mark.prometheus
 def test_alerts_fire_for_what_the_run_did(observed: Observed) -> None:
     prom = observed.prom
     expected = {"OutboxEmailDead"}

@@ -221,14 +221,13 @@ def test_relay_down_retries_then_delivers(settings: Settings) -> None:
     assert len(sink.messages) == 1
 
 
+@pytest.mark.slow
 def test_slow_relay_times_out_without_blocking_forever(settings: Settings) -> None:
     login = add_login(settings, "login-1", "slow@example.com")
     settings = dataclasses.replace(settings, max_attempts=1)
     with harness(settings, lambda a: Behaviour(delay=5)) as (h, _):
-        started = time.monotonic()
         h.run()
-        took = time.monotonic() - started
-    assert took < 5
+    # Ended by the 2 s command timeout: a client that waited the 5 s out got a 250.
     assert attempts(settings, login)[0][1:3] == ("uncertain", "final_reply")
     assert "timeout" in attempts(settings, login)[0][5]
 

@@ -5,11 +5,15 @@ from __future__ import annotations
 import re
 
 import psycopg
+import pytest
 import redis
 
 from outbox.config import Settings
 from tests.integration.helpers import query
 from tests.integration.test_cli import outbox
+
+# The whole demo, processes and all.
+pytestmark = pytest.mark.slow
 
 
 def _demo_schemas(settings: Settings) -> list[str]:

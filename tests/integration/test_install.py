@@ -60,6 +60,7 @@ def site(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     return target
 
 
+@pytest.mark.slow
 def test_the_distribution_installs_one_import_package(wheel: Path) -> None:
     assert wheel.name.startswith("outbox_email-")
     with zipfile.ZipFile(wheel) as archive:
@@ -133,6 +134,7 @@ def sink() -> Iterator[SmtpSink]:
         yield running
 
 
+@pytest.mark.slow
 def test_a_scratch_app_with_its_own_jobs_package_delivers(
     settings: Settings, site: Path, sink: SmtpSink, tmp_path: Path
 ) -> None:
@@ -197,16 +199,14 @@ def test_a_process_with_a_broken_setting_exits_naming_it(
     settings: Settings, args: list[str], env: dict[str, str], variable: str
 ) -> None:
     environ = {**os.environ, **settings.to_env(), **env}
-    started = time.monotonic()
     done = subprocess.run(
         [sys.executable, *args],
         env=environ,
         capture_output=True,
         text=True,
-        timeout=10,
+        timeout=10,  # exits, not hangs: TimeoutExpired otherwise
         check=False,
     )
-    assert time.monotonic() - started < 10
     assert done.returncode != 0
     output = done.stdout + done.stderr
     assert "cannot start" in output

@@ -69,6 +69,7 @@ class Enqueues(threading.Thread):
             self.errors.append(exc)
 
 
+@pytest.mark.slow
 def test_every_migration_runs_on_a_million_rows_without_stalling_enqueues(
     empty_url: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -104,8 +105,9 @@ def test_every_migration_runs_on_a_million_rows_without_stalling_enqueues(
             f"\nmigrations 0002..{LATEST:04d} on 1,000,000 rows: {took:.1f}s; "
             f"{traffic.count} enqueues meanwhile, longest {traffic.longest * 1000:.0f} ms"
         )
-    # The target is 1 s; the bound is generous for a loaded 2-core machine.
-    assert traffic.longest < 5.0
+    # No step held enqueues up for a tenth of the run (a table rewrite or a plain
+    # index build on a million rows would); both figures stretch alike on a loaded machine.
+    assert traffic.longest < took / 10
     with psycopg.connect(empty_url) as conn:
         assert conn.execute("SELECT count(*) FROM pg_index WHERE NOT indisvalid").fetchone() == (0,)
         assert conn.execute(
@@ -168,6 +170,7 @@ def _hold_table(url: str, release: threading.Event) -> threading.Thread:
     return thread
 
 
+@pytest.mark.slow
 def test_a_migration_waits_behind_a_long_transaction_without_holding_up_enqueues(
     empty_url: str,
 ) -> None:
@@ -177,9 +180,20 @@ def test_a_migration_waits_behind_a_long_transaction_without_holding_up_enqueues
     waits: list[tuple[str, int]] = []
     traffic = Enqueues(empty_url)
     traffic.start()
-    threading.Timer(2.0, release.set).start()
+    # Enqueues done by the migration's first wait, and by the release of the table.
+    done_at: dict[str, int] = {}
 
-    applied = _migrate(empty_url, lock_timeout=0.1, on_wait=lambda *w: waits.append(w))
+    def waited(label: str, attempt: int) -> None:
+        waits.append((label, attempt))
+        done_at.setdefault("first wait", traffic.count)
+
+    def release_table() -> None:
+        done_at["release"] = traffic.count
+        release.set()
+
+    threading.Timer(2.0, release_table).start()
+
+    applied = _migrate(empty_url, lock_timeout=0.1, on_wait=waited)
 
     traffic.stop.set()
     traffic.join(10)
@@ -187,8 +201,9 @@ def test_a_migration_waits_behind_a_long_transaction_without_holding_up_enqueues
     assert applied[0] == "0002_requeue"
     assert ("0002_requeue", 1) in waits
     assert traffic.errors == []
-    # Behind a queued ALTER TABLE every enqueue would have waited the 2 s out.
-    assert traffic.longest < 1.5
+    # Behind a queued ALTER TABLE every enqueue would have waited the 2 s out: none
+    # would have finished between the migration's first wait and the release.
+    assert done_at["release"] - done_at["first wait"] >= 10
 
 
 def test_a_lock_never_granted_stops_the_run_with_what_to_do(empty_url: str) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socket
 import threading
 import time
 import uuid
@@ -123,6 +124,7 @@ def test_throttling_halves_the_pace_once_per_cooldown_and_recovers(
     assert [round(s.wait, 3) for s in slots if s] == [0.0, 0.2, 0.4]
 
 
+@pytest.mark.slow
 def test_the_pace_of_an_untouched_key_expires(redis_client: redis.Redis, namespace: str) -> None:
     pacer = make(redis_client, namespace, "gmail.com=10/s", recovery=0.5)
     pacer.throttled("gmail.com")
@@ -155,15 +157,47 @@ def test_concurrent_reservations_never_share_a_slot(
     assert sorted(waits) == [round(i * 0.01, 4) for i in range(400)]
 
 
+class HangingUp:
+    """A loopback port that accepts every connection and closes it at once, counting them."""
+
+    def __init__(self) -> None:
+        self.server = socket.create_server(("127.0.0.1", 0))
+        self.port = self.server.getsockname()[1]
+        self.connections = 0
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                client, _ = self.server.accept()
+            except OSError:  # closed
+                return
+            self.connections += 1  # before the close the client is waiting for
+            client.close()
+
+    def close(self) -> None:
+        self.server.shutdown(socket.SHUT_RDWR)  # ends the accept (a close alone does not)
+        self.server.close()
+        self.thread.join(5)
+
+
 def test_redis_away_means_unpaced_not_stopped(caplog: pytest.LogCaptureFixture) -> None:
-    settings = Settings(redis_url="redis://127.0.0.1:1/0", rate_limits="gmail.com=1/s")
-    pacer = pacer_for(settings)
-    assert pacer is not None
-    started = time.monotonic()
-    assert pacer.reserve("a@gmail.com", Priority.HIGH) is None
-    assert pacer.reserve("a@gmail.com", Priority.HIGH) is None  # not asked again for a while
-    assert pacer.throttled("gmail.com") is None
-    assert time.monotonic() - started < 1.0
+    away = HangingUp()
+    try:
+        settings = Settings(
+            redis_url=f"redis://127.0.0.1:{away.port}/0", rate_limits="gmail.com=1/s"
+        )
+        pacer = pacer_for(settings)
+        assert pacer is not None
+        assert pacer.reserve("a@gmail.com", Priority.HIGH) is None
+        assert away.connections == 1  # asked once, no retry to wait through
+        assert pacer.reserve("a@gmail.com", Priority.HIGH) is None
+        assert away.connections == 1  # not asked again for a while
+        assert pacer.throttled("gmail.com") is None
+        assert away.connections == 2
+    finally:
+        away.close()
     assert caplog.text.count("pacing is off for 5s: Redis cannot be reached") == 1
 
 
@@ -198,6 +232,7 @@ def test_pace_figures_for_prometheus(redis_client: redis.Redis, namespace: str) 
     assert f'outbox_pace_limit_per_second{{receiver="{GLOBAL}"}} 100.0' in text
 
 
+@pytest.mark.slow
 def test_pace_figures_are_absent_while_redis_is_away() -> None:
     client = redis.Redis(port=1, socket_connect_timeout=0.2)
     registry = CollectorRegistry()

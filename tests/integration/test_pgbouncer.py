@@ -23,6 +23,9 @@ from outbox.db.store import listener
 from outbox.relay.loop import NOTIFY_CHANNEL
 from tests.integration.helpers import add_login, add_newsletter, harness, statuses
 
+# Every test goes through a real PgBouncer.
+pytestmark = pytest.mark.pgbouncer
+
 INSTALL = "install Debian's pgbouncer (apt-get install pgbouncer); ./dev test does as root"
 
 
@@ -125,17 +128,15 @@ def test_a_direct_listen_url_keeps_immediate_wake_ups(
     woke = threading.Event()
 
     def wait() -> None:
-        listening.wait(10.0, stop)
+        listening.wait(3600.0, stop)  # only the NOTIFY (or the stop) ends it during the test
         woke.set()
 
     waiter = threading.Thread(target=wait)
     waiter.start()
     time.sleep(0.2)
-    started = time.monotonic()
     with psycopg.connect(bounced.database_url, autocommit=True) as conn:  # through the pooler
         conn.execute("SELECT pg_notify(%s, 'high')", (NOTIFY_CHANNEL,))
-    assert woke.wait(5)
-    assert time.monotonic() - started < 2
+    assert woke.wait(60)  # before the stop below: the NOTIFY woke it
     stop.set()
     waiter.join(5)
     listening.close()

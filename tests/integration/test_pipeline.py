@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import dataclasses
-import time
 from pathlib import Path
 
 import psycopg
+import pytest
 
 from outbox import enqueue
 from outbox.config import Settings
@@ -15,11 +15,14 @@ from outbox.testing.sink import SmtpSink
 from tests.integration.helpers import (
     LOGIN,
     add_newsletter,
-    most_in_one_second,
+    median_gap,
     query,
     statuses,
     wait_until,
 )
+
+# The Procfile's processes as children, each test a scenario of seconds.
+pytestmark = pytest.mark.slow
 
 
 def env_for(settings: Settings, sink: SmtpSink) -> dict[str, str]:
@@ -82,15 +85,11 @@ def test_login_code_overtakes_a_bulk_backlog(broker_of: Settings, tmp_path: Path
                 settings=settings,
             )
             conn.commit()
-        committed = time.monotonic()
         wait_until(lambda: login.message_id in sink.message_ids(), timeout=30, interval=0.01)
-        arrived = next(m.at for m in sink.messages if m.message_id == login.message_id)
         bulk_left = query(settings, "SELECT count(*) FROM email_outbox WHERE status <> 'sent'")[0][
             0
         ]
-    latency = arrived - committed
     assert bulk_left > 1000  # it did not wait for the newsletter
-    assert latency < 5, latency  # behaviour, not a benchmark: seconds, not a queue's worth
 
 
 def test_receiver_rates_hold_across_two_worker_processes(
@@ -114,9 +113,10 @@ def test_receiver_rates_hold_across_two_worker_processes(
         by_domain.setdefault(message.recipients[0].rpartition("@")[2], []).append(message.at)
     gmail, hotmail = sorted(by_domain["gmail.com"]), sorted(by_domain["hotmail.com"])
     # Evenly spaced: 40 sends at 10/s span 3.9 s, at 5/s 7.8 s (a little less for
-    # arrival jitter); a 1 s window holds rate + 1 such sends, + 1 for jitter.
+    # arrival jitter), most of them one interval apart; two processes that did not
+    # share the rates would have sent twice as fast.
     assert gmail[-1] - gmail[0] >= 3.5
     assert hotmail[-1] - hotmail[0] >= 7.0
-    assert most_in_one_second(gmail) <= 12
-    assert most_in_one_second(hotmail) <= 7
+    assert median_gap(gmail) >= 0.75 / 10
+    assert median_gap(hotmail) >= 0.75 / 5
     assert query(settings, "SELECT max(attempt) FROM email_attempt") == [(1,)]

@@ -19,6 +19,9 @@ from outbox.testing.postfix import PostfixMissing, free_port, private_postfix
 from tests.integration.helpers import LOGIN, harness, query, wait_until
 from tests.keys import SECRET
 
+# A real Postfix sends the bounce.
+pytestmark = pytest.mark.postfix
+
 BOUNCE_DOMAIN = "bounces.outbox-test.example"
 MAIN_CF = """\
 myhostname = mx.outbox-test.example

@@ -222,6 +222,7 @@ def test_resend_passes_the_outbox_key_and_deduplicates() -> None:
     assert accepted.email["headers"][ORIGINAL_MESSAGE_ID] == "<m1@shop.example>"
 
 
+@pytest.mark.slow
 def test_resend_timeout_is_retried_with_the_same_key_and_sends_once() -> None:
     with FakeResend() as fake, resend_transport(fake) as transport:
         fake.then(Slow(TIMEOUT * 3))
@@ -419,6 +420,7 @@ def test_rows_are_sent_with_the_providers_message_id(settings: Settings, kind: s
     assert set(attempts) == {("sent", "response", 200)}
 
 
+@pytest.mark.slow
 def test_resend_timeout_end_to_end_reuses_the_key(settings: Settings) -> None:
     login = add_login(settings, "login-1", "alice@example.com")
     with FakeResend() as fake:
@@ -441,6 +443,7 @@ def test_resend_timeout_end_to_end_reuses_the_key(settings: Settings) -> None:
     assert {r.headers["idempotency-key"] for r in fake.requests} == {"login-1"}
 
 
+@pytest.mark.slow
 def test_postmark_retry_after_end_to_end(settings: Settings) -> None:
     add_login(settings, "login-1", "alice@example.com")
     with FakePostmark() as fake:

@@ -51,6 +51,7 @@ def test_another_url_is_a_configuration_error(url: str) -> None:
         broker_kind(url)
 
 
+@pytest.mark.rabbitmq
 def test_published_messages_are_durable_and_persistent(amqp: Settings) -> None:
     broker = make_broker(amqp)
     try:
@@ -73,6 +74,8 @@ def _env(settings: Settings, sink: SmtpSink) -> dict[str, str]:
     return {**dataclasses.replace(settings, smtp_url=sink.url).to_env(), "OUTBOX_LOG_LEVEL": "INFO"}
 
 
+@pytest.mark.rabbitmq
+@pytest.mark.slow
 def test_a_rabbitmq_restart_mid_drain_leaves_nothing_for_the_sweeper(
     amqp: Settings, tmp_path: Path
 ) -> None:
@@ -86,16 +89,13 @@ def test_a_rabbitmq_restart_mid_drain_leaves_nothing_for_the_sweeper(
     ):
         wait_until(lambda: len(sink.messages) >= 100, timeout=60)
         rabbitmqctl("stop_app")
-        stopped = time.monotonic()
         try:
             time.sleep(2)
         finally:
             rabbitmqctl("start_app")
         wait_until(lambda: statuses(slow_sweeper) == {"sent": 1500}, timeout=120)
-        recovered = time.monotonic() - stopped
     ids = sink.message_ids()
     assert len(set(ids)) == 1500
     swept = query(slow_sweeper, "SELECT count(*) FROM email_event WHERE reason LIKE 'swept%'")[0][0]
     assert swept == 0
-    assert recovered < 120
     assert depth(amqp.broker_url, "email_bulk") == 0

@@ -17,6 +17,9 @@ from outbox.relay.publish import Publisher
 from tests.integration import helpers
 from tests.integration.helpers import add_newsletter, pool, query, statuses
 
+# A poll interval no test outlasts: whatever wakes the relay during a test is not the poll.
+NEVER = 3600.0
+
 
 class Recorder:
     def __init__(self, fail: bool = False) -> None:
@@ -189,6 +192,7 @@ def test_sweeper_returns_stuck_rows(settings: Settings) -> None:
     assert "never finished sending" in reasons[3]
 
 
+@pytest.mark.slow
 def test_sweeper_leaves_queued_rows_alone_when_the_broker_cannot_be_asked(
     settings: Settings,
 ) -> None:
@@ -232,7 +236,7 @@ def test_real_broker_receives_the_messages(settings: Settings, redis_client: red
 
 
 def test_run_loop_wakes_on_notify_and_stops(settings: Settings) -> None:
-    settings = dataclasses.replace(settings, poll_interval=30)  # only NOTIFY can wake it in time
+    settings = dataclasses.replace(settings, poll_interval=NEVER)  # only NOTIFY can wake it
     recorder = Recorder()
     stop = threading.Event()
     with pool(settings) as p:
@@ -243,22 +247,19 @@ def test_run_loop_wakes_on_notify_and_stops(settings: Settings) -> None:
             time.sleep(0.5)  # the relay is now waiting on LISTEN
             started = time.monotonic()
             login = add_login(settings)
-            while login not in recorder.ids() and time.monotonic() - started < 5:
+            while login not in recorder.ids() and time.monotonic() - started < 60:
                 time.sleep(0.01)
-            latency = time.monotonic() - started
         finally:
             stop.set()
-            stop_requested = time.monotonic()
-            thread.join(timeout=40)
-    assert login in recorder.ids()
-    assert latency < 5  # far below the 30 s poll: the NOTIFY woke it
-    assert not thread.is_alive()
-    assert time.monotonic() - stop_requested < 5
+            thread.join(timeout=60)
+    assert login in recorder.ids()  # published within the hour's poll: the NOTIFY woke it
+    assert not thread.is_alive()  # and the stop ended the hour's wait
 
 
+@pytest.mark.slow
 def test_run_loop_wakes_when_a_row_falls_due(settings: Settings) -> None:
     """A row put back for a moment (paced, a short retry) is claimed when due, not a poll later."""
-    settings = dataclasses.replace(settings, poll_interval=30)
+    settings = dataclasses.replace(settings, poll_interval=NEVER)
     add_newsletter(settings, 1)
     query(
         settings,
@@ -271,14 +272,14 @@ def test_run_loop_wakes_when_a_row_falls_due(settings: Settings) -> None:
         started = time.monotonic()
         thread.start()
         try:
-            while not recorder.ids() and time.monotonic() - started < 10:
+            while not recorder.ids() and time.monotonic() - started < 60:
                 time.sleep(0.01)
             waited = time.monotonic() - started
         finally:
             stop.set()
-            thread.join(timeout=40)
-    assert recorder.ids() == [1]
-    assert 1.3 < waited < 3  # when due, far before the 30 s poll
+            thread.join(timeout=60)
+    assert recorder.ids() == [1]  # within the hour's poll: it woke when the row fell due
+    assert waited > 1.3  # and not before
 
 
 def test_a_relay_can_serve_only_some_priorities(settings: Settings) -> None:

@@ -200,6 +200,7 @@ def test_relay_and_delivery_send_from_the_schema(in_schema: Settings) -> None:
     assert events >= 21 * 3
 
 
+@pytest.mark.pgbouncer
 def test_through_pgbouncer_in_transaction_mode(
     in_schema: Settings,
     pgbouncer: int,  # noqa: F811
@@ -233,6 +234,7 @@ def test_the_http_api_enqueues_and_answers_from_the_schema(in_schema: Settings) 
     assert len(rows(in_schema, "outbox_api_key")) == 1
 
 
+@pytest.mark.slow
 def test_processes_and_the_cli_read_outbox_schema(in_schema: Settings, tmp_path: Path) -> None:
     env = {**os.environ, **in_schema.to_env()}
     migrate = _cli(env, "migrate", "--status", "--json")

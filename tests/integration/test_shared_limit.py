@@ -82,6 +82,7 @@ def test_a_crashed_holders_slot_lapses(key: str, redis_client: redis.Redis) -> N
     assert redis_client.zcard(key) == 0  # given back after the send
 
 
+@pytest.mark.slow
 def test_redis_away_means_uncapped_not_stopped(caplog: pytest.LogCaptureFixture) -> None:
     client = redis.Redis(port=1, socket_connect_timeout=0.2)
     limited = SharedLimited(Slow(0), client, key="k", limit=1, lease=1, wait=0.1)
@@ -90,6 +91,7 @@ def test_redis_away_means_uncapped_not_stopped(caplog: pytest.LogCaptureFixture)
     assert caplog.text.count("send concurrency is not capped") == 1
 
 
+@pytest.mark.slow
 def test_a_busy_transport_puts_rows_back_without_an_attempt(
     settings: Settings, redis_client: redis.Redis
 ) -> None:

@@ -88,6 +88,7 @@ def test_templates_check_fails_on_a_broken_template(tmp_path: Path) -> None:
     assert "FAIL broken" in result.stdout
 
 
+@pytest.mark.chromium
 @pytest.mark.parametrize("name", SHIPPED)
 def test_each_template_draws_a_readable_page(name: str, tmp_path: Path) -> None:
     result = outbox(Settings(), "templates", "preview", name, "--out", str(tmp_path))

@@ -73,6 +73,7 @@ def _drain_through(settings: Settings, url: str, tmp_path: Path) -> list[str]:
         return sink.message_ids()
 
 
+@pytest.mark.slow
 def test_the_pipeline_runs_through_a_tls_redis_with_its_ca(
     settings: Settings, tls_redis: tuple[int, Path], tmp_path: Path
 ) -> None:
@@ -81,6 +82,7 @@ def test_the_pipeline_runs_through_a_tls_redis_with_its_ca(
     assert len(ids) == len(set(ids)) == 51
 
 
+@pytest.mark.slow
 def test_a_self_signed_certificate_is_taken_with_verification_off(
     settings: Settings, tls_redis: tuple[int, Path], tmp_path: Path
 ) -> None:

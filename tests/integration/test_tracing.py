@@ -10,6 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from outbox.config import Settings
 from outbox.message.return_path import return_path
 from outbox.telemetry.setup import is_enabled
@@ -51,6 +53,7 @@ def otel_env(receiver: Receiver) -> dict[str, str]:
     }
 
 
+@pytest.mark.slow
 def test_one_trace_from_business_event_through_retry_to_send(
     settings: Settings, tmp_path: Path
 ) -> None:
@@ -195,6 +198,7 @@ trace.get_tracer_provider().shutdown()
 """
 
 
+@pytest.mark.slow
 def test_tags_and_metadata_reach_the_spans_without_an_address(
     settings: Settings, tmp_path: Path
 ) -> None:

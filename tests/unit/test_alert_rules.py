@@ -30,14 +30,17 @@ def promtool(*args: str) -> str:
     return done.stdout
 
 
+@pytest.mark.prometheus
 def test_rules_are_valid() -> None:
     assert "SUCCESS: 13 rules found" in promtool("check", "rules", str(RULES))
 
 
+@pytest.mark.prometheus
 def test_rules_raise_the_expected_alerts() -> None:
     promtool("test", "rules", str(RULE_TESTS))
 
 
+@pytest.mark.prometheus
 def test_compose_prometheus_config_is_valid() -> None:
     promtool("check", "config", str(CONFIG))
 
@@ -102,6 +105,7 @@ def amtool(*args: str) -> str:
     return done.stdout.strip()
 
 
+@pytest.mark.prometheus
 def test_alertmanager_routes_pages_and_tickets_to_the_webhooks(tmp_path: Path) -> None:
     written = tmp_path / "alertmanager.yml"
     page = "https://hooks.example/page?team=mail&token=a|b"  # & and | stay as they are
