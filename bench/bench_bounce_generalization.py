@@ -35,7 +35,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from outbox.bounces import arf, parse_bounce, reasons, ses_email  # noqa: E402
+from outbox.bounce_parsing import arf, parse_bounce, reasons, ses_email  # noqa: E402
 
 DEFAULT_CORPUS = ROOT.parent / "shared" / "corpus" / "bounces"
 

@@ -22,7 +22,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from outbox.bounces import parse_bounce  # noqa: E402
+from outbox.bounce_parsing import parse_bounce  # noqa: E402
 
 FIXTURES = ROOT / "tests" / "fixtures" / "bounces"
 # The shared corpus sits beside the repository, when it is there at all.

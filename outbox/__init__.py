@@ -42,7 +42,7 @@ if TYPE_CHECKING:
     )
 
 # Imported on first use: they bring in psycopg, which tools that only parse
-# (`python -m outbox.bounces`) do not need.
+# (`python -m outbox.bounce_parsing`) do not need.
 _LAZY = {
     "Cancellation": "outbox.cancelling",
     "cancel": "outbox.cancelling",

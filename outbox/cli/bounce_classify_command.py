@@ -9,7 +9,7 @@ import argparse
 import io
 from dataclasses import dataclass
 
-from outbox.bounces.command import classify_command
+from outbox.bounce_parsing.command import classify_command
 from outbox.cli.output import Printer, Redaction, Result
 from outbox.config import Settings
 

@@ -11,12 +11,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from outbox.bounce_receiving import ingest as feedback
+from outbox.bounce_receiving.smtp_server import serve
 from outbox.cli.database import connect
 from outbox.cli.output import Done, JsonLines, JsonResult, Printer, Redaction, Result, encode
 from outbox.cli.stop_signals import stop_on_signals
 from outbox.config import Settings
-from outbox.feedback import ingest as feedback
-from outbox.feedback.smtp_server import serve
 from outbox.redact import recipient_tag
 from outbox.telemetry.setup import setup_tracing
 

@@ -48,7 +48,7 @@ def refuses_address(reply: Reply) -> bool:
 
     Said by the receiving server in our own session, so no one else can make
     it up; the address is suppressed as a hard bounce's would be
-    (:mod:`outbox.feedback.policy`).
+    (:mod:`outbox.bounce_receiving.policy`).
     """
     if reply.stage is not Stage.RCPT or reply.code is None or not 500 <= reply.code < 600:
         return False

@@ -9,7 +9,7 @@ With OUTBOX_SECRET the hash is an HMAC: keys are guessable
 (``order-1001-confirmation``), and an unkeyed hash would let anyone compute a
 customer's Message-ID, or recover the order number behind one they saw.
 Only new rows get keyed ids; a stored Message-ID is never recomputed. Either
-way a Message-ID authorises nothing (:mod:`outbox.feedback.policy`).
+way a Message-ID authorises nothing (:mod:`outbox.bounce_receiving.policy`).
 """
 
 from __future__ import annotations

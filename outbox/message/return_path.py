@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from outbox.bounces.verp import token_from_address as find_token_in
+from outbox.bounce_parsing.verp import token_from_address as find_token_in
 from outbox.token_signatures import sign, verify
 
 PURPOSE = "verp"

@@ -1,6 +1,6 @@
 """`outbox web`: the HTTP API (:mod:`outbox.web.emails_api`, under ``/v1/``), the
 one-click unsubscribe endpoint (RFC 8058) and the providers' bounce webhooks
-(:mod:`outbox.feedback.webhooks`), on uvicorn and Starlette: an
+(:mod:`outbox.bounce_receiving.webhooks`), on uvicorn and Starlette: an
 event loop holds every connection (a slow client holds no thread), a deadline
 closes a request that trickles in, and past ``OUTBOX_WEB_CONCURRENCY``
 requests at once the answer is an immediate 503.
@@ -38,12 +38,12 @@ from starlette.responses import Response as StarletteResponse
 from starlette.routing import Route
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
+from outbox.bounce_receiving.webhook_auth import scrape_authorized
+from outbox.bounce_receiving.webhooks import PREFIX as WEBHOOKS
+from outbox.bounce_receiving.webhooks import ProviderWebhooks
 from outbox.config import Settings
 from outbox.db.store import connections, lookups, suppressions
 from outbox.errors import ConfigError, StoreError
-from outbox.feedback.webhook_auth import scrape_authorized
-from outbox.feedback.webhooks import PREFIX as WEBHOOKS
-from outbox.feedback.webhooks import ProviderWebhooks
 from outbox.message import list_unsubscribe as unsubscribe
 from outbox.web.console import PREFIX as CONSOLE
 from outbox.web.console import Console

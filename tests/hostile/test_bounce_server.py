@@ -13,9 +13,9 @@ import httpx
 import pytest
 from psycopg_pool import ConnectionPool
 
+from outbox.bounce_receiving.budget import PeerBudget
+from outbox.bounce_receiving.smtp_server import REFUSED, BounceServer
 from outbox.config import Settings
-from outbox.feedback.budget import PeerBudget
-from outbox.feedback.smtp_server import REFUSED, BounceServer
 from outbox.message.return_path import return_path
 from outbox.testing.sink import SmtpSink
 from tests.integration.helpers import query, wait_until

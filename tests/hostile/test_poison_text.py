@@ -110,7 +110,7 @@ def test_any_bounce_is_processed_or_set_aside_and_suppresses_nobody(
 ) -> None:
     """Hostile reports through the bounce path: none raises, none is left
     unprocessed, none suppresses without a VERP token."""
-    from outbox.feedback.ingest import ingest, process_pending  # noqa: PLC0415
+    from outbox.bounce_receiving.ingest import ingest, process_pending  # noqa: PLC0415
     from tests.integration.test_bounces import dsn  # noqa: PLC0415
 
     raw = dsn(

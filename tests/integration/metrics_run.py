@@ -28,8 +28,8 @@ import psycopg
 from prometheus_client.parser import text_string_to_metric_families
 
 from outbox import enqueue, enqueue_many
+from outbox.bounce_receiving.ingest import ingest
 from outbox.config import Settings
-from outbox.feedback.ingest import ingest
 from outbox.message.return_path import return_path
 from outbox.testing.pipeline import WORKER_ENV, Pipeline, worker_command
 from outbox.testing.sink import ACCEPT, Behaviour, SmtpSink

@@ -11,10 +11,10 @@ import pytest
 from psycopg_pool import ConnectionPool
 
 from outbox import enqueue
+from outbox.bounce_receiving.ingest import ingest, process_pending
+from outbox.bounce_receiving.smtp_server import BounceServer
 from outbox.config import Settings
 from outbox.db.store import bounce_reports, suppressions
-from outbox.feedback.ingest import ingest, process_pending
-from outbox.feedback.smtp_server import BounceServer
 from outbox.message.return_path import return_path
 from outbox.testing.sink import SmtpSink
 from tests.integration.helpers import LOGIN, NEWS, query, wait_until

@@ -10,8 +10,8 @@ import sys
 import psycopg
 
 from outbox import enqueue
+from outbox.bounce_receiving.ingest import ingest
 from outbox.config import Settings
-from outbox.feedback.ingest import ingest
 from tests.integration.helpers import LOGIN, add_newsletter, query, statuses
 from tests.integration.test_bounces import dsn
 

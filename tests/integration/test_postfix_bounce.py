@@ -12,9 +12,9 @@ import pytest
 from psycopg_pool import ConnectionPool
 
 from outbox import enqueue
+from outbox.bounce_receiving.smtp_server import BounceServer
 from outbox.config import Settings
 from outbox.db.store import suppressions
-from outbox.feedback.smtp_server import BounceServer
 from outbox.testing.postfix import PostfixMissing, free_port, private_postfix
 from tests.integration.helpers import LOGIN, harness, query, wait_until
 from tests.keys import SECRET

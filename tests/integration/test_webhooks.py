@@ -19,9 +19,9 @@ import psycopg
 import pytest
 
 from outbox import enqueue
+from outbox.bounce_receiving.ingest import process_pending
 from outbox.config import Settings
 from outbox.db.store import bounce_reports, suppressions
-from outbox.feedback.ingest import process_pending
 from outbox.transports.select import build_transport
 from outbox.web.server import make_server
 from tests.integration.helpers import LOGIN, add_login, pool, query

@@ -2,8 +2,8 @@ from __future__ import annotations
 
 import pytest
 
-from outbox.bounces import BounceResult
-from outbox.feedback.policy import Link, effects, soft_streak_reached
+from outbox.bounce_parsing import BounceResult
+from outbox.bounce_receiving.policy import Link, effects, soft_streak_reached
 
 HARD = BounceResult("hard", "a@example.com", "5.1.1")
 SOFT = BounceResult("soft", "a@example.com", "4.2.2")

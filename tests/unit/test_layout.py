@@ -25,7 +25,7 @@ LAYERS: list[set[str]] = [
         "token_signatures",
         "redact",
         "keys",
-        "bounces",
+        "bounce_parsing",
         "pacing.rules",
         "delivery.classify",
         "delivery.backoff",
@@ -45,7 +45,7 @@ LAYERS: list[set[str]] = [
     },  # pure core
     # I/O edges; validate and fields are pure but for the address library
     {"db", "transports", "message", "pacing", "broker", "telemetry", "validate", "fields"},
-    {"delivery", "relay", "feedback", "intake", "cancelling", "preflight"},  # orchestration
+    {"delivery", "relay", "bounce_receiving", "intake", "cancelling", "preflight"},  # orchestration
     {"cli", "worker", "web", "testing", "django"},  # processes (django: an app in yours)
 ]
 DRIVERS = {"psycopg", "psycopg_pool", "dramatiq", "redis", "smtplib", "httpx", "boto3"}

@@ -15,7 +15,7 @@ MAX_LINES = 600
 # Data tables: rows a reader scans, not logic to follow. Each says why here.
 LONG_TABLES = {
     # The phrase rules that name a bounce's reason, one rule per row.
-    "bounces/reasons.py",
+    "bounce_parsing/reasons.py",
 }
 MODULES = sorted(p for p in PACKAGE.rglob("*.py"))
 

@@ -38,7 +38,7 @@ def test_enqueue_functions_are_functions() -> None:
 
 
 def test_parsing_bounces_does_not_load_the_database_driver() -> None:
-    code = "import sys, outbox.bounces, outbox.cli; print('psycopg' in sys.modules)"
+    code = "import sys, outbox.bounce_parsing, outbox.cli; print('psycopg' in sys.modules)"
     loaded = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, check=True
     )

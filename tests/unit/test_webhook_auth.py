@@ -6,7 +6,7 @@ import base64
 
 import pytest
 
-from outbox.feedback.webhook_auth import (
+from outbox.bounce_receiving.webhook_auth import (
     basic_auth_matches,
     scrape_authorized,
     svix_signature_valid,

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from outbox.bounces import parse_bounce
-from outbox.bounces.autoreply import is_auto_reply, looks_like_bounce
-from outbox.bounces.mime import load
+from outbox.bounce_parsing import parse_bounce
+from outbox.bounce_parsing.autoreply import is_auto_reply, looks_like_bounce
+from outbox.bounce_parsing.mime import load
 
 from .conftest import fixture_bytes
 

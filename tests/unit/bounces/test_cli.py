@@ -1,4 +1,4 @@
-"""The ``classify`` command used by ``python -m outbox.bounces`` and the main CLI."""
+"""The ``classify`` command used by ``python -m outbox.bounce_parsing`` and the main CLI."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from outbox.bounces.command import classify_command, main
+from outbox.bounce_parsing.command import classify_command, main
 
 from .conftest import FIXTURES
 
@@ -85,7 +85,7 @@ def test_module_entry_point() -> None:
         [
             sys.executable,
             "-m",
-            "outbox.bounces",
+            "outbox.bounce_parsing",
             "classify",
             str(FIXTURES / "sendmail-user-unknown.eml"),
         ],

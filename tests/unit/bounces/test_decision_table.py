@@ -1,4 +1,4 @@
-"""One case per row of the decision table in outbox/bounces/README.md."""
+"""One case per row of the decision table in outbox/bounce_parsing/README.md."""
 
 from __future__ import annotations
 
@@ -6,13 +6,13 @@ from pathlib import Path
 
 import pytest
 
-from outbox.bounces import parse_bounce
-from outbox.bounces.bounce_result import HARD_REASONS, Failure, Reason
-from outbox.bounces.verdict import judge
+from outbox.bounce_parsing import parse_bounce
+from outbox.bounce_parsing.bounce_result import HARD_REASONS, Failure, Reason
+from outbox.bounce_parsing.verdict import judge
 
 from .conftest import fixture_bytes
 
-README = Path(__file__).resolve().parents[3] / "outbox" / "bounces" / "README.md"
+README = Path(__file__).resolve().parents[3] / "outbox" / "bounce_parsing" / "README.md"
 
 
 def _judge(diagnostic: str = "", **kwargs: str | bool | None) -> tuple[str, str, str, str]:

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from outbox.bounces import dsn, parse_bounce
-from outbox.bounces.addresses import clean_address, is_plausible
+from outbox.bounce_parsing import dsn, parse_bounce
+from outbox.bounce_parsing.addresses import clean_address, is_plausible
 
 
 def test_blocks_separated_by_blank_lines() -> None:

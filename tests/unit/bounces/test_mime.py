@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from outbox.bounces import mime
+from outbox.bounce_parsing import mime
 
 
 def build(*lines: str) -> bytes:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from outbox.bounces import BounceResult, parse_bounce
-from outbox.bounces.bounce_result import HARD_REASONS
+from outbox.bounce_parsing import BounceResult, parse_bounce
+from outbox.bounce_parsing.bounce_result import HARD_REASONS
 
 from .conftest import FIXTURES, fixture_bytes, load_expected
 

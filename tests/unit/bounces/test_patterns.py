@@ -4,8 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from outbox.bounces import reasons
-from outbox.bounces.patterns import Manual, prepare, required_literal, rules, split_alternatives
+from outbox.bounce_parsing import reasons
+from outbox.bounce_parsing.patterns import (
+    Manual,
+    prepare,
+    required_literal,
+    rules,
+    split_alternatives,
+)
 
 
 @pytest.mark.parametrize(

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from outbox.bounces import providers
+from outbox.bounce_parsing import providers
 from outbox.errors import WebhookError
 
 

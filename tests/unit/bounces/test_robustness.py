@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from outbox.bounces import BounceResult, parse_bounce
+from outbox.bounce_parsing import BounceResult, parse_bounce
 
 from .conftest import FIXTURES
 

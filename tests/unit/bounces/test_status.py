@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from outbox.bounces import status_codes
+from outbox.bounce_parsing import status_codes
 
 
 @pytest.mark.parametrize(

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from outbox.bounces.bounce_result import Failure
-from outbox.bounces.verdict import judge
+from outbox.bounce_parsing.bounce_result import Failure
+from outbox.bounce_parsing.verdict import judge
 
 
 def verdict(diagnostic: str = "", **kwargs: str | bool | None) -> tuple[str, str, str]:

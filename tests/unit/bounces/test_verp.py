@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from outbox.bounces import parse_bounce, token_from_address
-from outbox.bounces.mime import load
-from outbox.bounces.verp import find_token, token_of
+from outbox.bounce_parsing import parse_bounce, token_from_address
+from outbox.bounce_parsing.mime import load
+from outbox.bounce_parsing.verp import find_token, token_of
 
 from .conftest import fixture_bytes
 

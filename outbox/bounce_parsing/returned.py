@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import re
 
-from outbox.bounces import mime
-from outbox.bounces.plain_notices import _MARKERS
+from outbox.bounce_parsing import mime
+from outbox.bounce_parsing.plain_notices import _MARKERS
 
 _HEADER_START = re.compile(r"^[A-Za-z][A-Za-z0-9-]{0,60}:[ \t]*\S", re.M)
 _MESSAGE_ID_LINE = re.compile(

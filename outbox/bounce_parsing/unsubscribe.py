@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import re
 
-from outbox.bounces import mime
-from outbox.bounces.addresses import clean_address, is_plausible
+from outbox.bounce_parsing import mime
+from outbox.bounce_parsing.addresses import clean_address, is_plausible
 
 _SUBJECT = re.compile(r"^\s*(?:unsubscribe|opt[- ]?out)\s*$", re.I)
 

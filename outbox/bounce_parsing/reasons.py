@@ -4,7 +4,7 @@ Phrases are the wording real MTAs use (Postfix, Sendmail, Exim, qmail, Exchange,
 Gmail, Yahoo, Outlook.com, ...), written as small regex families so that variants
 ("user unknown", "unknown user", "user not found", "no such user") share one rule.
 
-Three tiers, checked in order by :mod:`outbox.bounces.verdict`:
+Three tiers, checked in order by :mod:`outbox.bounce_parsing.verdict`:
 
 * ``SPECIFIC_SOFT`` - refusals that say *why* the mail was refused without saying the
   address is dead (block lists, spam, authentication, quota, size, rate, relaying,
@@ -28,8 +28,8 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from outbox.bounces.patterns import Manual, Rule, prepare
-from outbox.bounces.patterns import rules as _rx
+from outbox.bounce_parsing.patterns import Manual, Rule, prepare
+from outbox.bounce_parsing.patterns import rules as _rx
 
 _STATES = (
     "disabled",
@@ -54,7 +54,7 @@ _USER_STATES = (
 )
 
 # Patterns are written in lower case and matched against lower-cased text with white
-# space collapsed (see :func:`outbox.bounces.patterns.prepare`).
+# space collapsed (see :func:`outbox.bounce_parsing.patterns.prepare`).
 Table = Sequence[tuple[str, tuple[Rule, ...]]]
 
 # Wording that states a user is unknown without saying why; some carriers answer
@@ -71,7 +71,7 @@ class ProductRule:
     Such a rule is allowed only for a documented format of that product (``source``
     says where it is described).  ``hosts``, when set, limits the rule to reports
     from that product's own hosts or recipient domains.  Each one backs up weak or
-    doubted unknown-user wording (rules D1 and D4-D6 in outbox/bounces/README.md).
+    doubted unknown-user wording (rules D1 and D4-D6 in outbox/bounce_parsing/README.md).
     """
 
     product: str
@@ -509,7 +509,7 @@ HARD: Table = (
         # Requested action not taken: mailbox unavailable (e.g., mailbox not found,
         # no access, or command rejected for policy reasons)", section 4.2.3): an
         # unknown user only when an X.1 code, the RCPT stage or the receiver's own
-        # verdict backs it (rule D1 in outbox/bounces/README.md).
+        # verdict backs it (rule D1 in outbox/bounce_parsing/README.md).
         "unconfirmed_user",
         _rx(
             Manual(

@@ -15,7 +15,7 @@ class Reason(StrEnum):
     Each member compares equal to its string value, so consumers that stored or
     matched the strings keep working.  :attr:`klass` is the class a *final* failure
     with this reason gets; a temporary (4.x.x) or delayed failure is always ``soft``
-    (see the decision table in ``outbox/bounces/README.md``).  :attr:`suppresses`
+    (see the decision table in ``outbox/bounce_parsing/README.md``).  :attr:`suppresses`
     says whether one such event stops mail to the address on its own; soft reasons
     count towards the soft-bounce streak instead.
     """

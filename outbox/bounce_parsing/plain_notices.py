@@ -23,8 +23,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from outbox.bounces import reasons, status_codes
-from outbox.bounces.addresses import ADDRESS_RE, same_address
+from outbox.bounce_parsing import reasons, status_codes
+from outbox.bounce_parsing.addresses import ADDRESS_RE, same_address
 
 _A = ADDRESS_RE.pattern
 

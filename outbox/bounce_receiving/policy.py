@@ -24,7 +24,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from outbox.bounces import BounceResult
+from outbox.bounce_parsing import BounceResult
 
 Via = Literal["verp", "message_id", "provider_id", "none"]
 # The links that authorise effects; "message_id" is recorded, not trusted.

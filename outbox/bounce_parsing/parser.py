@@ -1,7 +1,7 @@
 """Entry point: raw message bytes -> one :class:`BounceResult` per failed recipient.
 
 Order of evidence: feedback reports (RFC 5965) and SES notifications first, then the
-standard RFC 3464 fields, then the format knowledge in :mod:`outbox.bounces.plain_notices`
+standard RFC 3464 fields, then the format knowledge in :mod:`outbox.bounce_parsing.plain_notices`
 for MTAs whose reports are plain text.  Auto-replies and ordinary mail give ``[]``.
 """
 
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from outbox.bounces import (
+from outbox.bounce_parsing import (
     arf,
     autoreply,
     dsn,
@@ -21,9 +21,9 @@ from outbox.bounces import (
     unsubscribe,
     verp,
 )
-from outbox.bounces.addresses import find_addresses, is_plausible, same_address
-from outbox.bounces.bounce_result import BounceResult, Failure
-from outbox.bounces.verdict import judge
+from outbox.bounce_parsing.addresses import find_addresses, is_plausible, same_address
+from outbox.bounce_parsing.bounce_result import BounceResult, Failure
+from outbox.bounce_parsing.verdict import judge
 
 _MAX_DIAGNOSTIC = 1000
 

@@ -8,8 +8,8 @@ An empty list means "not a bounce" (including auto-replies).
 
 from __future__ import annotations
 
-from outbox.bounces.bounce_result import BounceResult
-from outbox.bounces.parser import parse_bounce
-from outbox.bounces.verp import token_from_address
+from outbox.bounce_parsing.bounce_result import BounceResult
+from outbox.bounce_parsing.parser import parse_bounce
+from outbox.bounce_parsing.verp import token_from_address
 
 __all__ = ["BounceResult", "parse_bounce", "token_from_address"]

@@ -15,8 +15,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from outbox.bounces import mime
-from outbox.bounces.addresses import clean_address, find_addresses, is_plausible
+from outbox.bounce_parsing import mime
+from outbox.bounce_parsing.addresses import clean_address, find_addresses, is_plausible
 
 _FIELD_RE = re.compile(r"^([A-Za-z][A-Za-z0-9-]*)\s*:\s*(.*)$")
 

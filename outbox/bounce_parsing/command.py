@@ -6,7 +6,7 @@ import json
 import sys
 from typing import TextIO
 
-from outbox.bounces.parser import parse_bounce
+from outbox.bounce_parsing.parser import parse_bounce
 
 _KEYS = ("class", "recipient", "status", "reason", "diagnostic", "original_message_id")
 
@@ -44,6 +44,6 @@ def classify_command(paths: list[str], out: TextIO) -> int:
 def main(argv: list[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     if len(args) < 2 or args[0] != "classify":
-        print("usage: python -m outbox.bounces classify FILE [FILE ...]", file=sys.stderr)
+        print("usage: python -m outbox.bounce_parsing classify FILE [FILE ...]", file=sys.stderr)
         return 2
     return classify_command(args[1:], sys.stdout)

@@ -17,11 +17,11 @@ from wsgiref.simple_server import WSGIServer
 from aiosmtpd.controller import Controller
 from prometheus_client import Counter, start_http_server
 
+from outbox.bounce_receiving.budget import PeerBudget
+from outbox.bounce_receiving.ingest import process_or_set_aside, process_pending
 from outbox.config import Settings
 from outbox.db.store import bounce_reports, connections
 from outbox.errors import ConfigError, OutboxError
-from outbox.feedback.budget import PeerBudget
-from outbox.feedback.ingest import process_or_set_aside, process_pending
 from outbox.message.return_path import row_token_from_address
 
 log = logging.getLogger(__name__)

@@ -17,12 +17,12 @@ import time
 from collections.abc import Callable, Mapping
 from http import HTTPStatus
 
-from outbox.bounces import providers
+from outbox.bounce_parsing import providers
+from outbox.bounce_receiving.ingest import process_or_set_aside
+from outbox.bounce_receiving.webhook_auth import basic_auth_matches, svix_signature_valid
 from outbox.config import Settings
 from outbox.db.store import bounce_reports, connections
 from outbox.errors import StoreError, WebhookError
-from outbox.feedback.ingest import process_or_set_aside
-from outbox.feedback.webhook_auth import basic_auth_matches, svix_signature_valid
 
 log = logging.getLogger(__name__)
 

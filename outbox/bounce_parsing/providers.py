@@ -19,9 +19,9 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from outbox.bounces.addresses import clean_address
-from outbox.bounces.bounce_result import BounceResult, Failure, Klass
-from outbox.bounces.verdict import judge
+from outbox.bounce_parsing.addresses import clean_address
+from outbox.bounce_parsing.bounce_result import BounceResult, Failure, Klass
+from outbox.bounce_parsing.verdict import judge
 from outbox.errors import WebhookError
 
 PROVIDERS = ("postmark", "resend")

@@ -11,7 +11,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from outbox.bounces.addresses import clean_address
+from outbox.bounce_parsing.addresses import clean_address
 
 
 @dataclass

@@ -1,6 +1,6 @@
 """Turn one recipient's raw failure facts into class, reason and status.
 
-The decision procedure is the table in ``outbox/bounces/README.md``; the rule ids
+The decision procedure is the table in ``outbox/bounce_parsing/README.md``; the rule ids
 there (E1..E9, D1..D9) name the steps below.  In short:
 
 * The *reason* comes from the first source that names one, in this order: report
@@ -9,7 +9,7 @@ there (E1..E9, D1..D9) name the steps below.  In short:
   Only one kind of text outranks a decisive code: wording that says *why* a message
   was refused (spam, block list, quota, size, ...; E2), because servers reuse
   5.1.1 and friends loosely for refusals that leave the address alive.
-* The *class* is the reason's class (:class:`~outbox.bounces.bounce_result.Reason`), then
+* The *class* is the reason's class (:class:`~outbox.bounce_parsing.bounce_result.Reason`), then
   the demotion rules D1-D9 apply: ``hard`` only when the address itself is known
   dead, never for a temporary failure or a refusal that is about us.
 """
@@ -19,8 +19,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from outbox.bounces import reasons, status_codes
-from outbox.bounces.bounce_result import HARD_REASONS, Failure, Klass, Reason
+from outbox.bounce_parsing import reasons, status_codes
+from outbox.bounce_parsing.bounce_result import HARD_REASONS, Failure, Klass, Reason
 
 __all__ = ["HARD_REASONS", "NOT_A_FAILURE", "BounceVerdict", "judge"]
 

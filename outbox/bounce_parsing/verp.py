@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-from outbox.bounces import mime
+from outbox.bounce_parsing import mime
 
 DEFAULT_PREFIX = "bounces"
 _ENVELOPE_HEADERS = (

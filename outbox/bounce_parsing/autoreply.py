@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import re
 
-from outbox.bounces import mime
-from outbox.bounces.addresses import clean_address, is_system_address
+from outbox.bounce_parsing import mime
+from outbox.bounce_parsing.addresses import clean_address, is_system_address
 
 # Subject wording of out-of-office and auto-reply messages in common languages.
 _AUTO_SUBJECT = re.compile(

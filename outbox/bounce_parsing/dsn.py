@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from outbox.bounces.addresses import clean_address
+from outbox.bounce_parsing.addresses import clean_address
 
 _FIELD_RE = re.compile(r"^([A-Za-z][A-Za-z0-9-]{1,40})\s*:\s?(.*)$")
 _RECIPIENT_FIELDS = frozenset(

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 
-from outbox.bounces.patterns import Rule, prepare, rules
+from outbox.bounce_parsing.patterns import Rule, prepare, rules
 
 # Bounded so that IP addresses, software versions and dates do not match.
 _ENHANCED_RE = re.compile(r"(?<![\d.])([245])\.([0-7])\.(\d{1,3})(?![\d]|\.\d)")

@@ -15,10 +15,10 @@ from dataclasses import dataclass
 from opentelemetry.trace import Link as TraceLink
 from opentelemetry.trace import Span, SpanKind
 
-from outbox.bounces import BounceResult, parse_bounce, providers
+from outbox.bounce_parsing import BounceResult, parse_bounce, providers
+from outbox.bounce_receiving.policy import Link, effects, soft_streak_reached
 from outbox.config import Settings
 from outbox.db.store import bounce_reports, connections, suppressions
-from outbox.feedback.policy import Link, effects, soft_streak_reached
 from outbox.message.return_path import outbox_id_from_token, row_token_from_address
 from outbox.models import Priority
 from outbox.redact import recipient_tag
@@ -58,7 +58,7 @@ def process_bounce(conn: connections.Conn, bounce_id: int, settings: Settings) -
     if link.forged:
         log.warning("bounce #%d carries a forged VERP token; stored, not acted on", bounce_id)
     elif link.via == "message_id":
-        # Anyone can quote a Message-ID (outbox.feedback.policy): recorded, not acted on.
+        # Anyone can quote a Message-ID (outbox.bounce_receiving.policy): recorded, not acted on.
         log.info("bounce #%d is linked by Message-ID only; recorded, not acted on", bounce_id)
     with _bounce_span(conn, stored, link, results, settings.secret) as span:
         suppressed = _apply(conn, bounce_id, link, results, settings)
