@@ -11,6 +11,7 @@ from outbox.cli.output import Printer, Refused, Result, Said
 from outbox.config import Settings
 from outbox.db.store import api_key_rows, connections
 from outbox.web import api_keys as keys
+from outbox.web import owners
 
 
 @dataclass(frozen=True, slots=True)
@@ -25,9 +26,12 @@ class ApiKeys(Result):
 
 def _key_line(key: dict[str, Any]) -> str:
     state = f"revoked {key['revoked_at']:%Y-%m-%d %H:%M}" if key["revoked_at"] else "live"
+    owner = key["owner"] or owners.DEFAULT
+    if key["operator"]:
+        owner += " (operator)"
     return (
         f"{key['created_at']:%Y-%m-%d %H:%M}  {key['prefix']}…  "
-        f"{','.join(key['scopes']):<10}  {state:<22}  {key['name']}"
+        f"{','.join(key['scopes']):<10}  {state:<22}  {key['name']}  owner {owner}"
     )
 
 
@@ -38,16 +42,25 @@ def api_keys(settings: Settings, args: argparse.Namespace, out: Printer) -> Resu
         if args.action == "create":
             token = keys.new_token()
             scopes = keys.checked_scopes(args.scope or ["send"])
+            try:
+                owner = owners.checked_owner(args.owner or args.name)
+            except ValueError as exc:
+                return Refused(str(exc), code=2)
             api_key_rows.create_api_key(
                 conn,
                 name=args.name,
                 token_hash=keys.token_hash(token),
                 prefix=keys.shown_prefix(token),
                 scopes=scopes,
+                owner=owner,
+                operator=args.operator,
             )
             connections.commit(conn)
+            reach = "every owner's emails" if args.operator else "its owner's emails"
             out.note(
-                f"API key {args.name!r} ({', '.join(scopes)}): store it now, it is not shown again"
+                f"API key {args.name!r} ({', '.join(scopes)}) of owner"
+                f" {owner or owners.DEFAULT!r}, reaching {reach}:"
+                " store it now, it is not shown again"
             )
             # The one time the key is shown: only its hash is kept.
             return Said(token)

@@ -250,6 +250,16 @@ def parser() -> argparse.ArgumentParser:  # noqa: PLR0915 (one statement per com
         help="create: send (enqueue, look up with the recipient redacted; the default), "
         "read (look up with the recipient in clear); repeat for both",
     )
+    api_keys.add_argument(
+        "--owner",
+        help="create: the service whose emails the key reaches (its keys share them; "
+        "default: the key's name; `default`: the owner of in-process emails)",
+    )
+    api_keys.add_argument(
+        "--operator",
+        action="store_true",
+        help="create: the key reads and cancels every owner's emails",
+    )
     console = command(
         "console", "console_command:console", "the web console's users (see docs/console.md)"
     )

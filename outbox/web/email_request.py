@@ -31,6 +31,7 @@ from outbox.errors import (
     SenderNotAllowed,
     UnknownTemplate,
 )
+from outbox.web.owners import Owner
 
 MAX_BATCH = 1000  # emails per POST /v1/emails/batch
 KEY_HEADER = "Idempotency-Key"
@@ -39,6 +40,7 @@ PROBLEM = "application/problem+json"
 INVALID = "/v1/problems/invalid-email"
 CONFLICT = "/v1/problems/idempotency-conflict"
 TOO_LATE = "/v1/problems/too-late-to-cancel"
+DEFAULT_OWNER = Owner(None)
 
 # enqueue's keyword arguments but the connection's, the key (a header) and settings.
 FIELDS: tuple[str, ...] = tuple(
@@ -195,7 +197,7 @@ def _attachment_fields(items: object, pointer: str) -> list[BadField]:
     return errors
 
 
-def batch_fields(body: object) -> list[BadField]:
+def batch_fields(body: object, owner: Owner = DEFAULT_OWNER) -> list[BadField]:
     if not isinstance(body, dict) or set(body) != {"emails"}:
         return [BadField("/", 'must be a JSON object with one member, "emails"')]
     emails = body["emails"]
@@ -204,6 +206,10 @@ def batch_fields(body: object) -> list[BadField]:
     errors = []
     for index, email in enumerate(emails):
         errors += email_fields(email, f"/emails/{index}", with_key=True)
+        key = email.get("idempotency_key") if isinstance(email, dict) else None
+        problem = owner.key_problem(key) if isinstance(key, str) else None
+        if problem is not None:
+            errors.append(BadField(f"/emails/{index}/idempotency_key", problem))
     return errors
 
 
@@ -216,10 +222,12 @@ def cancel_fields(body: object) -> list[BadField]:
     return []
 
 
-def key_errors(key: str | None) -> list[BadField]:
+def key_errors(key: str | None, owner: Owner = DEFAULT_OWNER) -> list[BadField]:
+    """The ``Idempotency-Key`` header's problems, for a key of ``owner``."""
     if key is None or not key.strip():
         return [BadField(KEY_HEADER, "is required: one key per business event", header=True)]
-    return []
+    problem = owner.key_problem(key)
+    return [] if problem is None else [BadField(KEY_HEADER, problem, header=True)]
 
 
 def field_of(exc: InvalidMessage) -> str:

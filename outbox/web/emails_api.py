@@ -14,6 +14,9 @@ email is cancelled (now or before), 409 when a worker has taken it already.
 Every route but ``/v1/openapi.json`` takes ``Authorization: Bearer <key>`` (see
 :mod:`outbox.web.api_keys`): no key, a wrong or revoked one: 401; a key
 without the route's scope: 403; over the key's rate: 429 with Retry-After.
+A key reaches only its owner's emails (:mod:`outbox.web.owners`): another
+owner's id or idempotency key answers 404, as a missing one does, and an
+idempotency key is its owner's alone; an operator key reaches every email.
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ from outbox.validate import check_key
 from outbox.web import api_keys, email_request
 from outbox.web.email_request import (
     CONFLICT,
+    DEFAULT_OWNER,
     INVALID,
     KEY_HEADER,
     PROBLEM,
@@ -45,6 +49,7 @@ from outbox.web.email_request import (
 )
 from outbox.web.enqueue_groups import EnqueueGroups
 from outbox.web.openapi import document
+from outbox.web.owners import Owner
 from outbox.web.rate_limit import RateLimiter, retry_after
 
 log = logging.getLogger(__name__)
@@ -66,6 +71,7 @@ class Key:
     id: int
     name: str
     scopes: frozenset[str]
+    owner: Owner = DEFAULT_OWNER  # whose emails it reaches
 
 
 def _json(status: int, body: object, headers: Mapping[str, str] | None = None) -> ApiResponse:
@@ -176,7 +182,7 @@ class EmailsApi:
             found = api_key_rows.find_api_key(conn, digest)
         if found is None:
             return None
-        key = Key(found[0], found[1], frozenset(found[2]))
+        key = Key(found.id, found.name, frozenset(found.scopes), Owner(found.owner, found.operator))
         with self._lock:
             if len(self._keys) >= _CACHE_LIMIT:
                 self._keys.clear()
@@ -190,20 +196,21 @@ class EmailsApi:
         if bad is not None:
             return bad
         idempotency_key = headers.get(KEY_HEADER.lower())
-        errors = email_request.key_errors(idempotency_key) + email_request.email_fields(parsed)
+        errors = email_request.key_errors(idempotency_key, key.owner)
+        errors += email_request.email_fields(parsed)
         if errors:
             return _invalid(errors)
         arguments = {
-            "idempotency_key": idempotency_key or "",
+            "idempotency_key": key.owner.stored_key(idempotency_key or ""),
             **email_request.enqueue_arguments(parsed),
         }
         try:
             result = self.groups.enqueue(arguments)  # committed when it returns
         except IdempotencyConflict as exc:
-            return _problem(HTTPStatus.CONFLICT, str(exc), type_=CONFLICT)
+            return _problem(HTTPStatus.CONFLICT, key.owner.shown_text(str(exc)), type_=CONFLICT)
         except InvalidMessage as exc:
             return _invalid([email_request.intake_error(exc)])
-        return _json(202 if result.created else 200, _accepted(result))
+        return _json(202 if result.created else 200, _accepted(result, key.owner))
 
     def _send_batch(
         self, key: Key, path: str, query: str, headers: Mapping[str, str], body: bytes
@@ -211,19 +218,26 @@ class EmailsApi:
         parsed, bad = _parsed(body)
         if bad is not None:
             return bad
-        errors = email_request.batch_fields(parsed)
+        errors = email_request.batch_fields(parsed, key.owner)
         if errors:
             return _invalid(errors)
+        owner = key.owner
         try:
             with self.pool.connection() as conn:
-                emails = [email_request.enqueue_arguments(e) for e in parsed["emails"]]
+                emails = [
+                    {
+                        **email_request.enqueue_arguments(e),
+                        "idempotency_key": owner.stored_key(e["idempotency_key"]),
+                    }
+                    for e in parsed["emails"]
+                ]
                 results = intake.enqueue_many(conn, emails, settings=self.settings)
         except IdempotencyConflict as exc:
-            return _problem(HTTPStatus.CONFLICT, str(exc), type_=CONFLICT)
+            return _problem(HTTPStatus.CONFLICT, owner.shown_text(str(exc)), type_=CONFLICT)
         except InvalidMessage as exc:
             return _invalid([email_request.intake_error(exc, batch=True)])
         created = any(r.created for r in results)
-        emails = [{**_accepted(r), "created": r.created} for r in results]
+        emails = [{**_accepted(r, owner), "created": r.created} for r in results]
         return _json(202 if created else 200, {"emails": emails})
 
     def _show(
@@ -251,7 +265,7 @@ class EmailsApi:
             reason = parsed.get("reason") or reason
         try:
             with self.pool.connection() as conn:  # commits on leaving, rolls back on an error
-                row = lookups.api_email(conn, id_=int(ref), key=None)
+                row = lookups.api_email(conn, visible=key.owner.visible(), id_=int(ref))
                 if row is None:
                     return _problem(HTTPStatus.NOT_FOUND, "no email with that id")
                 done = cancelling.cancel(
@@ -269,7 +283,7 @@ class EmailsApi:
             200,
             {
                 "id": row["id"],
-                "idempotency_key": row["idempotency_key"],
+                "idempotency_key": key.owner.shown_key(row["idempotency_key"]),
                 "status": "cancelled",
                 "cancelled": done.cancelled,  # False: it was cancelled before
             },
@@ -286,19 +300,18 @@ class EmailsApi:
             checked = check_key(keys[0])  # a key enqueue would refuse names no email
         except InvalidKey as exc:
             return _invalid([email_request.BadField("idempotency_key", str(exc))])
-        return self._email(key, key_=checked)
+        return self._email(key, key_=key.owner.stored_key(checked))
 
     def _email(self, key: Key, *, id_: int | None = None, key_: str | None = None) -> ApiResponse:
         with self.pool.connection() as conn:
-            row = lookups.api_email(conn, id_=id_, key=key_)
+            row = lookups.api_email(conn, visible=key.owner.visible(), id_=id_, key=key_)
             events = lookups.list_events(conn, row["id"]) if row else []
         if row is None:
             return _problem(HTTPStatus.NOT_FOUND, "no email with that id or key")
-        return _json(200, self._shown(row, events, clear="read" in key.scopes))
+        return _json(200, self._shown(row, events, key))
 
-    def _shown(
-        self, row: dict[str, Any], events: list[dict[str, Any]], *, clear: bool
-    ) -> dict[str, Any]:
+    def _shown(self, row: dict[str, Any], events: list[dict[str, Any]], key: Key) -> dict[str, Any]:
+        clear = "read" in key.scopes
         secret = self.settings.secret
         ours = (self.settings.message_id_domain,)
 
@@ -310,7 +323,7 @@ class EmailsApi:
         recipient = row["recipient"]
         return {
             "id": row["id"],
-            "idempotency_key": row["idempotency_key"],
+            "idempotency_key": key.owner.shown_key(row["idempotency_key"]),
             "message_id": row["message_id"],
             "recipient": recipient if clear else redact.recipient_tag(recipient, secret=secret),
             "template": row["template"],
@@ -335,12 +348,12 @@ class EmailsApi:
         }
 
 
-def _accepted(result: intake.Enqueued) -> dict[str, Any]:
+def _accepted(result: intake.Enqueued, owner: Owner) -> dict[str, Any]:
     # The status as accepted, so a repeated request gets the same body; GET shows the current one.
     return {
         "id": result.id,
         "message_id": result.message_id,
-        "idempotency_key": result.idempotency_key,
+        "idempotency_key": owner.shown_key(result.idempotency_key),
         "status": "suppressed" if result.suppressed else "accepted",
     }
 

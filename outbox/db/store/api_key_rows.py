@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import psycopg
@@ -18,9 +19,23 @@ queries = load_queries(__name__)
 
 
 def create_api_key(
-    conn: Conn, *, name: str, token_hash: str, prefix: str, scopes: Sequence[str]
+    conn: Conn,
+    *,
+    name: str,
+    token_hash: str,
+    prefix: str,
+    scopes: Sequence[str],
+    owner: str | None = None,  # None: the default owner
+    operator: bool = False,  # reads and cancels every owner's emails
 ) -> tuple[int, dt.datetime]:
-    args = {"name": name, "token_hash": token_hash, "prefix": prefix, "scopes": list(scopes)}
+    args = {
+        "name": name,
+        "token_hash": token_hash,
+        "prefix": prefix,
+        "scopes": list(scopes),
+        "owner": owner,
+        "operator": operator,
+    }
     try:
         row = conn.execute(queries["create_api_key"], args).fetchone()
     except psycopg.errors.UniqueViolation as exc:
@@ -43,8 +58,19 @@ def revoke_api_key(conn: Conn, name: str) -> bool:
         return conn.execute(queries["revoke_api_key"], {"name": name}).fetchone() is not None
 
 
-def find_api_key(conn: Conn, token_hash: str) -> tuple[int, str, list[str]] | None:
-    """(id, name, scopes) of the live key whose token hashes to ``token_hash``."""
+@dataclass(frozen=True, slots=True)
+class FoundKey:
+    id: int
+    name: str
+    scopes: list[str]
+    owner: str | None  # None: the default owner
+    operator: bool
+
+
+def find_api_key(conn: Conn, token_hash: str) -> FoundKey | None:
+    """The live key whose token hashes to ``token_hash``."""
     with translate_errors():
         row = conn.execute(queries["find_api_key"], {"token_hash": token_hash}).fetchone()
-    return None if row is None else (int(row[0]), str(row[1]), list(row[2]))
+    if row is None:
+        return None
+    return FoundKey(int(row[0]), str(row[1]), list(row[2]), row[3], bool(row[4]))

@@ -4,6 +4,7 @@ HTTP API shows it; the recipient an unsubscribe link names."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from psycopg.rows import dict_row
@@ -62,7 +63,14 @@ def find_messages_to(conn: Conn, address: str, limit: int = 20) -> list[dict[str
 
 
 def api_email(
-    conn: Conn, *, id_: int | None = None, key: str | None = None
+    conn: Conn,
+    *,
+    visible: Mapping[str, Any],
+    id_: int | None = None,
+    key: str | None = None,
 ) -> dict[str, Any] | None:
+    """The email of an id or a stored key, if ``visible``
+    (:meth:`outbox.web.owners.Owner.visible`) reaches it."""
+    args = {**visible, "id": id_, "key": key}
     with translate_errors(), conn.cursor(row_factory=dict_row) as cur:
-        return cur.execute(queries["api_email"], {"id": id_, "key": key}).fetchone()
+        return cur.execute(queries["api_email"], args).fetchone()

@@ -63,8 +63,14 @@ WHERE id IN (
 ORDER BY id DESC LIMIT %(limit)s;
 
 -- api_email --
--- One email for the HTTP API, by id or by idempotency key.
+-- One email for the HTTP API, by id or by (stored) idempotency key, if the
+-- asking key's owner reaches it (outbox.web.owners): an operator every email;
+-- another owner those stored under its name; the default owner those stored
+-- under no name. An email it does not reach is not found.
 SELECT id, idempotency_key, message_id, recipient, template, priority, status, status_reason,
        attempts, created_at, next_attempt_at, sent_at, failed_at
 FROM email_outbox
-WHERE id = %(id)s OR idempotency_key = %(key)s;
+WHERE (id = %(id)s OR idempotency_key = %(key)s)
+  AND (%(every_owner)s::boolean
+       OR CASE WHEN %(owner_prefix)s::text = '' THEN strpos(idempotency_key, %(mark)s) = 0
+               ELSE starts_with(idempotency_key, %(owner_prefix)s) END);
