@@ -4,6 +4,8 @@ on loopback with real Postgres."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -149,3 +151,37 @@ def test_an_operator_key_sees_and_cancels_every_owners_email(api: Api) -> None:
     assert seen.json()["recipient"] == ORDER["to"]
     assert delete(api, operator, billing["id"]).status_code == 200
     assert statuses(api) == [(billing["id"], "cancelled")]
+
+
+def test_api_keys_create_gives_each_key_an_owner(settings: Settings) -> None:
+    env = {"DATABASE_URL": settings.database_url, "PATH": "/usr/bin:/bin"}
+
+    def outbox_cli(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "outbox.cli", "api-keys", *args],
+            check=False, env=env, capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+
+    tag = uuid.uuid4().hex[:6]  # the table is shared by the session's tests
+    billing = f"billing-{tag}"
+    assert outbox_cli("create", billing).returncode == 0  # its own owner, by its name
+    assert outbox_cli("create", f"{billing}-2", "--owner", billing).returncode == 0
+    assert outbox_cli("create", f"legacy-{tag}", "--owner", "default").returncode == 0
+    assert outbox_cli("create", f"ops-{tag}", "--owner", "default", "--operator").returncode == 0
+    refused = outbox_cli("create", f"billing team {tag}")  # no owner's name: --owner asked for
+    assert refused.returncode == 2
+    assert "--owner" in refused.stderr
+    stored = query(
+        settings,
+        "SELECT name, owner, operator FROM outbox_api_key WHERE name LIKE %s ORDER BY id",
+        f"%{tag}%",
+    )
+    assert stored == [
+        (billing, billing, False),
+        (f"{billing}-2", billing, False),
+        (f"legacy-{tag}", None, False),
+        (f"ops-{tag}", None, True),
+    ]
+    listed = outbox_cli("list").stdout
+    assert f"{billing}-2  owner {billing}" in listed
+    assert f"ops-{tag}  owner default (operator)" in listed
