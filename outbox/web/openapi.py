@@ -120,7 +120,9 @@ def document() -> dict[str, Any]:
             "title": "Outbox HTTP API",
             "version": "1",
             "description": "Enqueue transactional email from any language; each business "
-            "event is one email, identified by its idempotency key.",
+            "event is one email, identified by its idempotency key. A key reaches only its "
+            "owner's emails (another owner's answers 404) and its idempotency keys are its "
+            "owner's alone; an operator key reaches every email.",
         },
         "servers": [{"url": "/"}],
         "security": [{"bearer": []}],
@@ -164,7 +166,7 @@ def document() -> dict[str, Any]:
                     ],
                     "responses": {
                         "200": _ok("the email", "Email"),
-                        "404": _problem("no email with that key"),
+                        "404": _problem("no email of this key's owner with that key"),
                         "422": _problem("the key is missing or no key enqueue would take"),
                         **_COMMON,
                     },
@@ -202,7 +204,7 @@ def document() -> dict[str, Any]:
                     ],
                     "responses": {
                         "200": _ok("the email", "Email"),
-                        "404": _problem("no email with that id"),
+                        "404": _problem("no email of this key's owner with that id"),
                         **_COMMON,
                     },
                 },
@@ -231,7 +233,7 @@ def document() -> dict[str, Any]:
                     },
                     "responses": {
                         "200": _ok("cancelled, now or before", "Cancelled"),
-                        "404": _problem("no email with that id"),
+                        "404": _problem("no email of this key's owner with that id"),
                         "409": _problem(f"a worker has taken it already ({TOO_LATE})"),
                         "422": _problem("the body is not {reason}"),
                         **_COMMON,
