@@ -16,10 +16,10 @@ from opentelemetry.trace import Link as TraceLink
 from opentelemetry.trace import Span, SpanKind
 
 from outbox.bounce_parsing import BounceResult, parse_bounce, providers
-from outbox.bounce_receiving.policy import Link, effects, soft_streak_reached
+from outbox.bounce_receiving.policy import Link, Via, effects, rights, soft_streak_reached
 from outbox.config import Settings
 from outbox.db.store import bounce_reports, connections, suppressions
-from outbox.message.return_path import outbox_id_from_token, row_token_from_address
+from outbox.message.return_path import Kind, read_token, row_token_from_address
 from outbox.models import Priority
 from outbox.redact import recipient_tag
 from outbox.telemetry.tracing import (
@@ -54,9 +54,13 @@ def process_bounce(conn: connections.Conn, bounce_id: int, settings: Settings) -
     else:
         report = providers.parse(stored.source, stored.raw)
         results = report.results
-        link = _provider_link(conn, report)
+        link = _provider_link(conn, report, bounce_id)
     if link.forged:
         log.warning("bounce #%d carries a forged VERP token; stored, not acted on", bounce_id)
+    elif link.via == "verp" and rights(link) != "all":
+        log.info(
+            "bounce #%d came by a %s token: it may %s only", bounce_id, link.proof, rights(link)
+        )
     elif link.via == "message_id":
         # Anyone can quote a Message-ID (outbox.bounce_receiving.policy): recorded, not acted on.
         log.info("bounce #%d is linked by Message-ID only; recorded, not acted on", bounce_id)
@@ -221,12 +225,23 @@ def process_or_set_aside(
         return Processed(bounce_id, Link("none"), [], [], unprocessable=reason)
 
 
-def _provider_link(conn: connections.Conn, report: providers.ProviderReport) -> Link:
+def _provider_link(
+    conn: connections.Conn, report: providers.ProviderReport, bounce_id: int
+) -> Link:
     if report.provider_message_id:
-        found = bounce_reports.find_row_by_provider_id(conn, report.provider_message_id)
+        found = bounce_reports.find_row_by_provider_id(
+            conn,
+            provider=report.provider,
+            provider_message_id=report.provider_message_id,
+            bounce_id=bounce_id,
+        )
         if found:
-            return Link("provider_id", found[0], found[1], copies=found[2])
+            return _row_link("provider_id", found)
     return Link("none")
+
+
+def _row_link(via: Via, row: bounce_reports.BouncedRow, kind: Kind = "bounce") -> Link:
+    return Link(via, row.id, row.recipient, copies=row.copies, proof=kind, bulk=row.bulk)
 
 
 def _link(
@@ -239,19 +254,19 @@ def _link(
     tokens += [r.verp_token for r in results]
     token = next((t for t in tokens if t), None)
     if token is not None and settings.secret:
-        outbox_id = outbox_id_from_token(
-            token, secret=settings.secret, previous=settings.previous_secret_list
-        )
-        if outbox_id is None:
+        verified = read_token(token, secret=settings.secret, previous=settings.previous_secret_list)
+        if verified is None:
             return Link("none", forged=True)
-        found = bounce_reports.find_row_for_bounce(conn, outbox_id=outbox_id, message_id=None)
+        found = bounce_reports.find_row_for_bounce(
+            conn, outbox_id=verified.outbox_id, message_id=None
+        )
         if found:
-            return Link("verp", found[0], found[1], copies=found[2])
+            return _row_link("verp", found, verified.kind)
     for result in results:
         if result.original_message_id:
             found = bounce_reports.find_row_for_bounce(
                 conn, outbox_id=None, message_id=result.original_message_id
             )
             if found:
-                return Link("message_id", found[0], found[1], copies=found[2])
+                return _row_link("message_id", found)
     return Link("none")

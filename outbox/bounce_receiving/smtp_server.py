@@ -11,10 +11,11 @@ import asyncio
 import logging
 import threading
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import Any, AnyStr
 from wsgiref.simple_server import WSGIServer
 
 from aiosmtpd.controller import Controller
+from aiosmtpd.smtp import SMTP
 from prometheus_client import Counter, start_http_server
 
 from outbox.bounce_receiving.budget import PeerBudget
@@ -37,9 +38,26 @@ REFUSED = Counter(
     "Input the bounce server refused, by reason",
     ["reason"],
 )
-REASONS = ("relaying", "recipients", "messages", "peer_budget")
+REASONS = ("relaying", "recipients", "messages", "peer_budget", "size")
 for _reason in REASONS:
     REFUSED.labels(_reason)  # present at 0 from the start
+
+
+class _SizeCountingSMTP(SMTP):
+    """aiosmtpd answers 552 itself, before any handler hook, to a message larger
+    than the limit (declared with SIZE at MAIL, or found during DATA): it is
+    counted on its way out, as every other refusal is."""
+
+    async def push(self, status: AnyStr) -> None:
+        code = status[:3]
+        if code in ("552", b"552"):
+            REFUSED.labels("size").inc()
+        await super().push(status)
+
+
+class _Controller(Controller):
+    def factory(self) -> SMTP:
+        return _SizeCountingSMTP(self.handler, **self.SMTP_kwargs)
 
 
 class _Handler:
@@ -108,7 +126,7 @@ class BounceServer:
         self.pool = pool
         self.processor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="bounces")
         self.budget = PeerBudget(settings.bounce_peer_bytes_per_hour)
-        self.controller = Controller(
+        self.controller = _Controller(
             _Handler(self),
             hostname=settings.bounce_host,
             port=settings.bounce_port,

@@ -21,7 +21,7 @@ from outbox.message import versions as template_versions
 from outbox.message.build import Attachment, Envelope, build_message, encode_header_value
 from outbox.message.dkim import Signers
 from outbox.message.render import Rendered, template_set
-from outbox.message.return_path import return_path
+from outbox.message.return_path import unsubscribe_mailto
 from outbox.models import Priority
 
 log = logging.getLogger(__name__)
@@ -68,9 +68,10 @@ class Composer:
                     "unsubscribe, which large mailbox providers require of bulk senders"
                 )
             return ()
-        # The mailto reaches the bounce mailbox, whose parser reads "unsubscribe" requests.
+        # The mailto reaches the bounce mailbox, whose parser reads "unsubscribe"
+        # requests; its token is not the Return-Path's and can only unsubscribe.
         mailto = (
-            return_path(row.id, domain=settings.bounce_domain, secret=settings.secret)
+            unsubscribe_mailto(row.id, domain=settings.bounce_domain, secret=settings.secret)
             if settings.bounce_domain
             else None
         )

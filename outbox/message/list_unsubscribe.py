@@ -1,7 +1,8 @@
 """One-click unsubscribe links for bulk mail (pure).
 
 Every ``bulk`` message carries ``List-Unsubscribe`` (RFC 2369) with an https
-link and, when bounces come back to us, a mailto; and
+link and, when bounces come back to us, a mailto (whose token is not the
+Return-Path's and can only unsubscribe: :func:`outbox.message.return_path.unsubscribe_mailto`); and
 ``List-Unsubscribe-Post: List-Unsubscribe=One-Click`` (RFC 8058), so a
 mailbox provider can unsubscribe with one POST, without a page.
 

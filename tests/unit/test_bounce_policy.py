@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 
 from outbox.bounce_parsing import BounceResult
-from outbox.bounce_receiving.policy import Link, effects, soft_streak_reached
+from outbox.bounce_receiving.policy import Link, effects, rights, soft_streak_reached
 
 HARD = BounceResult("hard", "a@example.com", "5.1.1")
 SOFT = BounceResult("soft", "a@example.com", "4.2.2")
@@ -14,8 +14,7 @@ VERP = Link("verp", 7, "a@example.com")
 
 
 def test_verp_link_acts_on_the_rows_recipient() -> None:
-    forwarded = BounceResult("hard", "final@elsewhere.example", "5.1.1")
-    [effect] = effects(VERP, [forwarded])
+    [effect] = effects(VERP, [BounceResult("hard", "A@Example.com", "5.1.1")])
     assert (effect.klass, effect.address, effect.suppress) == (
         "hard",
         "a@example.com",
@@ -99,7 +98,50 @@ def test_a_report_about_a_cc_or_bcc_of_the_row_acts_on_nobody() -> None:
     for address in ("cc@example.org", "BCC@example.net"):
         assert effects(link, [BounceResult("hard", address, "5.1.1")]) == []
         assert effects(link, [BounceResult("complaint", address)]) == []
-    [effect] = effects(link, [BounceResult("hard", "a@example.com", "5.1.1")])
+    # A provider's webhook names the recipient it means: the `to` still counts.
+    reported = Link("provider_id", 7, "a@example.com", copies=link.copies)
+    [effect] = effects(reported, [BounceResult("hard", "a@example.com", "5.1.1")])
     assert effect.address == "a@example.com"
-    [forwarded] = effects(link, [BounceResult("hard", "final@elsewhere.example", "5.1.1")])
-    assert forwarded.address == "a@example.com"  # a forward of `to` still counts for `to`
+
+
+def test_a_return_path_every_copy_carried_acts_on_nobody() -> None:
+    """One SMTP transaction, one envelope sender: a cc or bcc reader knows the
+    Return-Path as well as the `to` does, and may name the `to` in a made-up DSN."""
+    link = Link("verp", 7, "a@example.com", copies=frozenset({"cc@example.org"}))
+    assert rights(link) == "record"
+    assert effects(link, [BounceResult("hard", "a@example.com", "5.1.1"), COMPLAINT]) == []
+
+
+def test_a_bounce_naming_another_recipient_acts_on_nobody() -> None:
+    for link in (VERP, Link("provider_id", 7, "a@example.com")):
+        assert effects(link, [BounceResult("hard", "final@elsewhere.example", "5.1.1")]) == []
+        assert effects(link, [BounceResult("soft", "other@example.com", "4.2.2")]) == []
+    # The same address spelled with an IDNA domain is the same recipient.
+    idn = Link("verp", 7, "a@bücher.example")
+    [effect] = effects(idn, [BounceResult("hard", "A@xn--bcher-kva.example", "5.1.1")])
+    assert effect.address == "a@bücher.example"
+
+
+def test_an_unsubscribe_token_can_only_unsubscribe() -> None:
+    link = Link("verp", 7, "a@example.com", proof="unsubscribe", bulk=True)
+    assert rights(link) == "unsubscribe"
+    assert effects(link, [HARD, SOFT]) == []
+    for report in (COMPLAINT, BounceResult("complaint", "a@example.com", reason="unsubscribe")):
+        [effect] = effects(link, [report])
+        assert (effect.suppress, effect.scope) == ("unsubscribe", "bulk")
+
+
+@pytest.mark.parametrize(
+    ("link", "allowed"),
+    [
+        (Link("verp", 7, "a@example.com", proof="previous"), "all"),
+        (Link("verp", 7, "a@example.com", proof="previous", bulk=True), "unsubscribe"),
+        (
+            Link("verp", 7, "a@example.com", proof="previous", copies=frozenset({"c@x.org"})),
+            "record",
+        ),
+        (Link("verp", 7, "a@example.com", bulk=True), "all"),
+    ],
+)
+def test_what_a_previous_release_token_may_do(link: Link, allowed: str) -> None:
+    assert rights(link) == allowed

@@ -5,10 +5,13 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from outbox.message.return_path import (
+    RowToken,
     outbox_id_from_token,
+    read_token,
     return_path,
     row_token_from_address,
     token,
+    unsubscribe_mailto,
 )
 from outbox.token_signatures import sign, verify
 
@@ -69,3 +72,23 @@ def test_token_from_address(address: str, expected: str | None) -> None:
 def test_ids_are_positive() -> None:
     with pytest.raises(ValueError, match="positive"):
         token(-1, secret=SECRET)
+
+
+def test_each_kind_of_token_reads_as_its_own_kind() -> None:
+    bounce = row_token_from_address(return_path(42, domain="b.example", secret=SECRET))
+    unsubscribe = row_token_from_address(unsubscribe_mailto(42, domain="b.example", secret=SECRET))
+    assert bounce is not None
+    assert unsubscribe is not None
+    assert read_token(bounce, secret=SECRET) == RowToken(42, "bounce")
+    assert read_token(unsubscribe, secret=SECRET) == RowToken(42, "unsubscribe")
+    previous = f"16-{sign(SECRET, 'verp', '16')}"  # the previous release's form
+    assert read_token(previous, secret=SECRET) == RowToken(42, "previous")
+
+
+def test_a_kind_cannot_be_passed_off_as_another() -> None:
+    unsubscribe = token(42, secret=SECRET, kind="unsubscribe")
+    signature = unsubscribe.rpartition("-")[2]
+    for forged in (f"b.16-{signature}", f"16-{signature}"):
+        assert read_token(forged, secret=SECRET) is None
+    bounce_signature = token(42, secret=SECRET).rpartition("-")[2]
+    assert read_token(f"u.16-{bounce_signature}", secret=SECRET) is None

@@ -86,15 +86,31 @@ def finish_bounce(
         conn.execute(queries["finish_bounce"], args)
 
 
+@dataclass(frozen=True, slots=True)
+class BouncedRow:
+    """What deciding on a report needs of the row it names."""
+
+    id: int
+    recipient: str
+    copies: frozenset[str]  # its cc and bcc, lower case
+    bulk: bool  # a newsletter: it carried List-Unsubscribe
+
+
+def _bounced_row(row: tuple[Any, ...] | None) -> BouncedRow | None:
+    if row is None:
+        return None
+    copies = frozenset(a.lower() for a in row[2])
+    return BouncedRow(int(row[0]), str(row[1]), copies, row[3] != "high")
+
+
 def find_row_for_bounce(
     conn: Conn, *, outbox_id: int | None, message_id: str | None
-) -> tuple[int, str, frozenset[str]] | None:
-    """The row's id, recipient and (lower-cased) cc and bcc addresses."""
+) -> BouncedRow | None:
     with translate_errors():
         row = conn.execute(
             queries["find_row_for_bounce"], {"id": outbox_id, "message_id": message_id}
         ).fetchone()
-    return (int(row[0]), str(row[1]), frozenset(a.lower() for a in row[2])) if row else None
+    return _bounced_row(row)
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,13 +130,17 @@ def bounced_row_trace(conn: Conn, outbox_id: int) -> RowTrace | None:
 
 
 def find_row_by_provider_id(
-    conn: Conn, provider_message_id: str
-) -> tuple[int, str, frozenset[str]] | None:
+    conn: Conn, *, provider: str, provider_message_id: str, bounce_id: int
+) -> BouncedRow | None:
+    """The row ``provider`` sent under that id, the latest before report ``bounce_id``."""
+    args = {
+        "provider": provider,
+        "provider_message_id": provider_message_id,
+        "bounce_id": bounce_id,
+    }
     with translate_errors():
-        row = conn.execute(
-            queries["find_row_by_provider_id"], {"provider_message_id": provider_message_id}
-        ).fetchone()
-    return (int(row[0]), str(row[1]), frozenset(a.lower() for a in row[2])) if row else None
+        row = conn.execute(queries["find_row_by_provider_id"], args).fetchone()
+    return _bounced_row(row)
 
 
 def mark_bounced(conn: Conn, outbox_id: int, *, klass: str, reason: str, bounce_id: int) -> None:

@@ -22,9 +22,18 @@ SET processed_at = now(), outbox_id = %(outbox_id)s, link = %(link)s, forged = %
 WHERE id = %(id)s;
 
 -- find_row_by_provider_id --
--- The outbox row a provider's webhook is about, by the id the provider gave it.
-SELECT id, recipient, coalesce(cc, '{}') || coalesce(bcc, '{}')
-FROM email_outbox WHERE provider_message_id = %(provider_message_id)s
+-- The outbox row a provider's webhook is about, by the id the provider gave it:
+-- among the rows that provider sent (another transport's ids are not its own,
+-- and a relay's queue ids repeat after a restart), the latest one sent before
+-- the report arrived. The failover transport's attempts read "<name> (failover)".
+SELECT o.id, o.recipient, coalesce(o.cc, '{}') || coalesce(o.bcc, '{}'), o.priority
+FROM email_outbox o
+WHERE o.provider_message_id = %(provider_message_id)s
+  AND o.sent_at <= (SELECT received_at FROM email_bounce WHERE id = %(bounce_id)s)
+  AND EXISTS (SELECT 1 FROM email_attempt a
+              WHERE a.outbox_id = o.id AND a.verdict = 'sent'
+                AND split_part(a.transport, ' ', 1) = %(provider)s)
+ORDER BY o.sent_at DESC, o.id DESC
 LIMIT 1;
 
 -- bounced_row_trace --
@@ -34,7 +43,7 @@ FROM email_outbox WHERE id = %(id)s;
 
 -- find_row_for_bounce --
 -- The outbox row a bounce is about: by id (VERP) or by its Message-ID.
-SELECT id, recipient, coalesce(cc, '{}') || coalesce(bcc, '{}') FROM email_outbox
+SELECT id, recipient, coalesce(cc, '{}') || coalesce(bcc, '{}'), priority FROM email_outbox
 WHERE id = %(id)s OR message_id = %(message_id)s
 LIMIT 1;
 
