@@ -386,6 +386,10 @@ class WebServer:
             http=protocol,
             loop=_LOOP,
             lifespan="off",
+            # The client is the TCP peer. uvicorn would otherwise take it from
+            # X-Forwarded-For for any loopback peer, and anyone on this host could
+            # claim to be a trusted proxy (OUTBOX_CONSOLE_TRUSTED_PROXIES).
+            proxy_headers=False,
             backlog=settings.web_backlog,
             # Past this many connections and requests at once, new ones get a 503
             # at once instead of waiting in a queue.
