@@ -17,7 +17,6 @@ operator console (:mod:`outbox.web.console`), served only when configured.
 
 from __future__ import annotations
 
-import asyncio
 import html
 import importlib.util
 import logging
@@ -36,7 +35,6 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import Response as StarletteResponse
 from starlette.routing import Route
-from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from outbox.bounce_receiving.webhook_auth import scrape_authorized
 from outbox.bounce_receiving.webhooks import PREFIX as WEBHOOKS
@@ -45,6 +43,7 @@ from outbox.config import Settings
 from outbox.db.store import connections, lookups, suppressions
 from outbox.errors import ConfigError, StoreError
 from outbox.message import list_unsubscribe as unsubscribe
+from outbox.web.connection_limits import RequestLimit, connection_ceiling
 from outbox.web.console import PREFIX as CONSOLE
 from outbox.web.console import Console
 from outbox.web.console_routes import ConsoleApp
@@ -58,12 +57,10 @@ from outbox.web.http_common import (
     bounded_body,
     starlette_response,
 )
+from outbox.web.http_protocol import protocol_for
 
 log = logging.getLogger(__name__)
 
-# The request line and headers of one request, at most (what h11 allowed here).
-_MAX_HEAD_BYTES = 16 * 1024
-_LINGER_SECONDS = 2.0  # a refused client's last bytes are read this long
 # uvloop's event loop where it is installed (Linux and macOS): its transports
 # cost a request a fraction of asyncio's own; asyncio's elsewhere.
 _LOOP = "uvloop" if importlib.util.find_spec("uvloop") is not None else "asyncio"
@@ -257,105 +254,6 @@ def asgi_app(app: App, console: Console | None = None) -> Starlette:
     return Starlette(routes=routes)
 
 
-class _RequestDeadline(HttpToolsProtocol):
-    """uvicorn's HTTP/1.1 protocol (httptools: llhttp's C parser, which costs a
-    request a fraction of what h11 in Python does) with a deadline for reading
-    each request and a bound on its request line and headers.
-
-    uvicorn times out idle keep-alive connections but not a request that
-    arrives a byte every few seconds: such a client holds no thread here, yet
-    would hold a connection slot for ever. Each request must be read whole
-    within ``request_timeout`` seconds of the connection (or of the previous
-    response), or the connection is closed. Headers that never end are cut at
-    ``max_head_bytes`` with a 431, as h11's limit did.
-    """
-
-    request_timeout = 10.0  # set per server by WebServer
-    max_head_bytes = _MAX_HEAD_BYTES
-    _deadline: asyncio.TimerHandle | None = None
-    _head_bytes = 0  # of the request being read, until its headers are complete
-    _in_head = True
-    _began = False  # a request began in the chunk being parsed
-    _refused = False  # answered 431: what comes next is dropped
-
-    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
-        super().connection_made(transport)
-        _no_delay(transport)
-        self._arm()
-
-    def data_received(self, data: bytes) -> None:
-        if self._refused:
-            return  # read and dropped until the client hangs up: see _refuse_head
-        was_in_head, self._began = self._in_head, False
-        super().data_received(data)
-        # A chunk that neither began a request nor ended its headers was all head
-        # (a chunk that began one may hold the end of the previous body: not counted).
-        if self._in_head and was_in_head and not self._began:
-            self._head_bytes += len(data)
-            if self._head_bytes > self.max_head_bytes:
-                self._refuse_head()
-
-    def on_message_begin(self) -> None:
-        self._in_head, self._began, self._head_bytes = True, True, 0
-        super().on_message_begin()
-
-    def on_headers_complete(self) -> None:
-        self._in_head = False
-        super().on_headers_complete()
-
-    def on_message_complete(self) -> None:
-        super().on_message_complete()
-        self._disarm()  # the request is in; the app's time is not the client's
-
-    def on_response_complete(self) -> None:
-        super().on_response_complete()
-        if not self.transport.is_closing() and not self.pipeline:
-            self._arm()  # the next request on this connection gets the same deadline
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        self._disarm()
-        super().connection_lost(exc)
-
-    def _refuse_head(self) -> None:
-        """Answer 431 and end the connection. Closing a socket with unread bytes
-        resets it, and a reset loses the answer still on its way: the answer
-        goes, then our side is shut, and what the client still sends is read
-        and dropped until it hangs up or ``_LINGER_SECONDS`` pass."""
-        self._disarm()
-        self._refused = True
-        if not self.transport.is_closing():
-            self.transport.write(
-                b"HTTP/1.1 431 Request Header Fields Too Large\r\ncontent-length: 0\r\n"
-                b"connection: close\r\n\r\n"
-            )
-            if self.transport.can_write_eof():
-                self.transport.write_eof()
-            self.loop.call_later(_LINGER_SECONDS, self.transport.close)
-
-    def _arm(self) -> None:
-        self._disarm()
-        self._deadline = self.loop.call_later(self.request_timeout, self._too_slow)
-
-    def _disarm(self) -> None:
-        if self._deadline is not None:
-            self._deadline.cancel()
-            self._deadline = None
-
-    def _too_slow(self) -> None:
-        self._deadline = None
-        if not self.transport.is_closing():
-            self.transport.close()
-
-
-def _no_delay(transport: asyncio.Transport) -> None:
-    """Send each write at once. A response goes out as headers then body; with
-    Nagle's algorithm the body waits for the ACK of the headers, which the
-    client delays by 40 ms on a keep-alive connection."""
-    sock = transport.get_extra_info("socket")
-    if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-
-
 class WebServer:
     """``outbox web`` on uvicorn: the socket is bound at once (port 0 works),
     served by :meth:`serve_forever` until :meth:`shutdown`."""
@@ -378,11 +276,16 @@ class WebServer:
         # in the backlog instead of being refused.
         self.socket.listen(settings.web_backlog)
         self.server_address: tuple[str, int] = self.socket.getsockname()[:2]
-        protocol = type(
-            "RequestDeadline", (_RequestDeadline,), {"request_timeout": settings.web_timeout}
+        protocol = protocol_for(
+            request_timeout=settings.web_timeout,
+            per_peer=settings.web_peer_connections,
+            total=connection_ceiling(settings.web_connections),
         )
         config = uvicorn.Config(
-            asgi_app(self.app, self.console),
+            # Past OUTBOX_WEB_CONCURRENCY requests being served, new ones get a 503
+            # at once instead of waiting in a queue; connections waiting for a
+            # request are bounded apart, by the protocol's book.
+            RequestLimit(asgi_app(self.app, self.console), settings.web_concurrency),
             http=protocol,
             loop=_LOOP,
             lifespan="off",
@@ -391,9 +294,6 @@ class WebServer:
             # claim to be a trusted proxy (OUTBOX_CONSOLE_TRUSTED_PROXIES).
             proxy_headers=False,
             backlog=settings.web_backlog,
-            # Past this many connections and requests at once, new ones get a 503
-            # at once instead of waiting in a queue.
-            limit_concurrency=settings.web_concurrency,
             timeout_keep_alive=5,
             timeout_graceful_shutdown=10,
             server_header=False,
