@@ -22,6 +22,7 @@ import importlib.util
 import logging
 import socket
 import threading
+import time
 from collections.abc import Mapping
 from http import HTTPStatus
 from urllib.parse import parse_qs
@@ -43,10 +44,13 @@ from outbox.config import Settings
 from outbox.db.store import connections, lookups, suppressions
 from outbox.errors import ConfigError, StoreError
 from outbox.message import list_unsubscribe as unsubscribe
+from outbox.web.client_address import client_address
 from outbox.web.connection_limits import RequestLimit, connection_ceiling
 from outbox.web.console import PREFIX as CONSOLE
 from outbox.web.console import Console
+from outbox.web.console_auth import parse_networks
 from outbox.web.console_routes import ConsoleApp
+from outbox.web.email_request import PROBLEM
 from outbox.web.emails_api import PREFIX as API
 from outbox.web.emails_api import ApiResponse, EmailsApi
 from outbox.web.http_common import (
@@ -58,6 +62,7 @@ from outbox.web.http_common import (
     starlette_response,
 )
 from outbox.web.http_protocol import protocol_for
+from outbox.web.rate_limit import RateLimiter, retry_after
 
 log = logging.getLogger(__name__)
 
@@ -65,6 +70,11 @@ log = logging.getLogger(__name__)
 # cost a request a fraction of asyncio's own; asyncio's elsewhere.
 _LOOP = "uvloop" if importlib.util.find_spec("uvloop") is not None else "asyncio"
 
+# Failed authentications at the HTTP API a client address may make at once,
+# and how fast it may make more (one a minute): a misconfigured client sees 429s
+# with Retry-After; a guesser gets twenty lookups, then one a minute.
+FAILED_AUTH_BURST = 20
+FAILED_AUTH_PER_SECOND = 1 / 60
 MAX_BATCH_BODY = 8 * 2**20  # POST /v1/emails/batch: up to 1,000 emails with their params
 _PAGE = """<!doctype html>
 <html lang="en"><head><meta charset="utf-8">
@@ -154,6 +164,10 @@ class App:
         # with OUTBOX_METRICS_AUTH, which every scrape must carry.
         self.metrics = metrics if settings.metrics_auth else None
         self.metrics_auth = settings.metrics_auth
+        # Requests to /v1/ that fail authentication, per client address: past
+        # the burst, keys are not looked up until the bucket refills.
+        self.failed_auth = RateLimiter(FAILED_AUTH_PER_SECOND, FAILED_AUTH_BURST)
+        self.proxies = parse_networks(settings.console_trusted_proxies)
 
     def handle(
         self, method: str, target: str, body: bytes = b"", headers: Mapping[str, str] | None = None
@@ -219,13 +233,28 @@ def asgi_app(app: App, console: Console | None = None) -> Starlette:
 
     async def api_endpoint(request: Request) -> StarletteResponse:
         limit = MAX_BATCH_BODY if request.url.path == "/v1/emails/batch" else MAX_BODY
+        client = client_address(
+            request.client.host if request.client else None,
+            request.headers.get("x-forwarded-for"),
+            app.proxies,
+        )
+        # A client past its failed authentications gets no lookup of its key.
+        guessing = app.failed_auth.wait(client, time.monotonic())
         body = await bounded_body(request, limit)
         if body is None:
             answer = ApiResponse(
                 413,
                 b'{"type":"about:blank","title":"Content Too Large",'
                 b'"status":413,"detail":"the body is too large"}',
-                "application/problem+json",
+                PROBLEM,
+            )
+        elif guessing > 0:
+            answer = ApiResponse(
+                429,
+                b'{"type":"about:blank","title":"Too Many Requests","status":429,'
+                b'"detail":"too many failed authentications from this address"}',
+                PROBLEM,
+                {"Retry-After": retry_after(guessing)},
             )
         else:
             answer = await run_in_threadpool(
@@ -236,6 +265,8 @@ def asgi_app(app: App, console: Console | None = None) -> Starlette:
                 request.headers,
                 body,
             )
+            if answer.status == HTTPStatus.UNAUTHORIZED:
+                app.failed_auth.take(client, time.monotonic())
         headers = {"Cache-Control": "no-store", "X-Content-Type-Options": "nosniff"}
         headers.update(answer.headers)
         return StarletteResponse(
