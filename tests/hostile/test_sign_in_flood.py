@@ -16,6 +16,9 @@ from outbox.web import console_auth
 from outbox.web.console_sign_in import HASHES_AT_ONCE
 from tests.integration.console_run import Running, console_settings, csrf_of, web
 
+# Seconds by design: twenty argon2 verifications of 64 MiB, two at a time.
+pytestmark = pytest.mark.slow
+
 BURST = 20
 
 
