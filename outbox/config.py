@@ -106,7 +106,9 @@ class Settings:
     bounce_max_messages: int = 100  # messages the bounce server takes per connection
     bounce_peer_bytes_per_hour: int = 100 * 2**20  # what one peer address may send per hour
     bounce_metrics_port: int = 0  # the bounce server's own /metrics (refused input); 0: off
-    web_concurrency: int = 200  # connections and requests `outbox web` serves at once
+    web_concurrency: int = 200  # requests `outbox web` serves at once; past it, 503
+    web_connections: int = 1000  # connections it holds at once (idle ones give way)
+    web_peer_connections: int = 100  # connections one client address may hold at once
     web_backlog: int = 2048  # its listen queue
     web_timeout: float = 10.0  # seconds a client has to send a whole request
     web_pool_size: int = 16  # Postgres connections of `outbox web` (requests committing at once)
@@ -318,6 +320,8 @@ _AT_LEAST_ONE = (
     "bounce_max_messages",
     "bounce_peer_bytes_per_hour",
     "web_concurrency",
+    "web_connections",
+    "web_peer_connections",
     "web_backlog",
     "api_burst",
     "web_pool_size",

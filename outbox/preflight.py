@@ -56,6 +56,8 @@ READERS: dict[str, frozenset[str]] = {
     "bounce_peer_bytes_per_hour": frozenset({"bounces"}),
     "bounce_metrics_port": frozenset({"bounces"}),
     "web_concurrency": frozenset({"web"}),
+    "web_connections": frozenset({"web"}),
+    "web_peer_connections": frozenset({"web"}),
     "web_backlog": frozenset({"web"}),
     "web_timeout": frozenset({"web"}),
     "web_pool_size": frozenset({"web"}),

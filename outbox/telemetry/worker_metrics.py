@@ -4,15 +4,21 @@ On only for a pool started with ``dramatiq_prom_db`` (and its own
 ``dramatiq_prom_port``), as in the Procfile: tests and the demo run without it.
 Each worker process writes its figures to files in that directory, and one
 exposition server per pool sums them, so two pools must never share it.
+That server is started by Dramatiq's master process, from its environment:
+``jobs/worker`` sets ``dramatiq_prom_host`` to loopback, and a pool started
+another way without it listens on every address (a warning says so).
 """
 
 from __future__ import annotations
 
 import fcntl
+import logging
 import os
 from pathlib import Path
 
 import dramatiq
+
+log = logging.getLogger(__name__)
 
 
 def add_worker_metrics(broker: dramatiq.Broker) -> bool:
@@ -23,6 +29,11 @@ def add_worker_metrics(broker: dramatiq.Broker) -> bool:
     # Imported only now: the module creates its directory when imported.
     from dramatiq.middleware.prometheus import Prometheus  # noqa: PLC0415
 
+    if not os.environ.get("dramatiq_prom_host"):  # noqa: SIM112 (Dramatiq reads this name)
+        log.warning(
+            "dramatiq_prom_host is not set: the worker metrics listen on 0.0.0.0; "
+            "start pools with jobs/worker, or set it (127.0.0.1)"
+        )
     broker.add_middleware(Prometheus())
     # Hooks run in reverse order after boot: this one empties the directory first.
     broker.add_middleware(FreshDirectory(Path(directory)))

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
-import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from http import HTTPStatus
@@ -89,8 +88,7 @@ class Console:
         self.settings = settings
         self.pool = pool
         self.access = Access.from_settings(settings)
-        self.limiter = SignInLimiter()
-        self.limiter_lock = threading.Lock()
+        self.limiter = SignInLimiter()  # its own lock: sign-ins run in worker threads
         self.redactor = redact.Redactor.from_settings(settings)
         self.pages = jinja2.Environment(
             loader=jinja2.FileSystemLoader(_PAGES),

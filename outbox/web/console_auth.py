@@ -23,6 +23,7 @@ import ipaddress
 import json
 import re
 import secrets
+import threading
 import time
 from collections import deque
 from dataclasses import dataclass, field
@@ -267,11 +268,33 @@ def _fernet(secret: str) -> Fernet:
 class SignInLimiter:
     """At most ``failures`` failed sign-ins per key (a name) in ``window``
     seconds; past that, sign-in is refused without checking the password
-    until the oldest failure ages out (in this process's memory)."""
+    until the oldest failure ages out (in this process's memory).
+
+    A check in progress counts as a failure (:meth:`begin`) until it succeeds
+    (:meth:`withdraw`): a burst of concurrent guesses gets no more checks than
+    the limit, where checking first and counting after let every one through."""
 
     failures: int = 10
     window: float = 900.0
     _seen: dict[str, deque[float]] = field(default_factory=dict)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def begin(self, keys: tuple[str, ...], *, now: float | None = None) -> float | None:
+        """The attempt's time, counted as a failure, if one more is allowed; else None."""
+        at = time.monotonic() if now is None else now
+        with self._lock:
+            if not self.allowed(keys, now=at):
+                return None
+            self.failed(keys, now=at)
+        return at
+
+    def withdraw(self, keys: tuple[str, ...], attempt: float) -> None:
+        """The attempt begun at ``attempt`` did not fail (it signed in, or was never checked)."""
+        with self._lock:
+            for key in keys:
+                times = self._seen.get(key)
+                if times is not None and attempt in times:
+                    times.remove(attempt)
 
     def allowed(self, keys: tuple[str, ...], *, now: float | None = None) -> bool:
         at = time.monotonic() if now is None else now

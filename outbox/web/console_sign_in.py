@@ -1,13 +1,15 @@
 """The console's sign-in by password and sign-out.
 
 Sign-in has its own anonymous session, so its form carries a CSRF token
-too. Failed sign-ins are limited per name; a session signed in is held in
+too. Failed sign-ins are limited per name, and password verifications run
+``HASHES_AT_ONCE`` at a time; a session signed in is held in
 ``console_session`` until it expires, is signed out or is revoked.
 """
 
 from __future__ import annotations
 
 import logging
+import threading
 from http import HTTPStatus
 
 from outbox.db.store import console_sessions
@@ -17,9 +19,16 @@ from outbox.web.console_auth import Session, token_hash
 log = logging.getLogger(__name__)
 
 
+# Password verifications at once, each holding argon2's 64 MiB; the others wait
+# their turn, and past HASH_WAIT_SECONDS get a 503.
+HASHES_AT_ONCE = 2
+HASH_WAIT_SECONDS = 10.0
+
+
 class SignIn:
     def __init__(self, console: Console) -> None:
         self.console = console
+        self.hashing = threading.BoundedSemaphore(HASHES_AT_ONCE)
 
     def form(self, asked: Asked) -> Answer:
         """GET /login: the form, in the browser's anonymous session or a new one."""
@@ -39,20 +48,26 @@ class SignIn:
         # Per name only: behind a proxy every client has the proxy's address, and
         # a limit per address would let anyone lock everyone out.
         keys = (f"name:{name}",)
-        with console.limiter_lock:
-            allowed = console.limiter.allowed(keys)
-        if not allowed:
+        attempt = console.limiter.begin(keys)  # counted as failed until it is not
+        if attempt is None:
             body = console.render(
                 "login.html", None, session, error="Too many failed sign-ins: try again later."
             )
             return Answer(HTTPStatus.TOO_MANY_REQUESTS, body)
-        user = access.sign_in(name, asked.form.get("password", ""))
+        # Each verification holds 64 MiB (argon2's memory cost): a few at once.
+        if not self.hashing.acquire(timeout=HASH_WAIT_SECONDS):
+            console.limiter.withdraw(keys, attempt)
+            body = console.render("login.html", None, session, error="Busy: try again.")
+            return Answer(HTTPStatus.SERVICE_UNAVAILABLE, body)
+        try:
+            user = access.sign_in(name, asked.form.get("password", ""))
+        finally:
+            self.hashing.release()
         if user is None:
-            with console.limiter_lock:
-                console.limiter.failed(keys)
             log.info("console sign-in refused")  # the name may be a password typed in the wrong box
             body = console.render("login.html", None, session, error="Wrong name or password.")
             return Answer(HTTPStatus.UNAUTHORIZED, body)
+        console.limiter.withdraw(keys, attempt)
         signed_in = access.new_session(user.name)
         with console.pool.connection() as conn:
             # Expired sessions go here, a bounded batch at a time: every session

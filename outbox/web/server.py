@@ -17,12 +17,12 @@ operator console (:mod:`outbox.web.console`), served only when configured.
 
 from __future__ import annotations
 
-import asyncio
 import html
 import importlib.util
 import logging
 import socket
 import threading
+import time
 from collections.abc import Mapping
 from http import HTTPStatus
 from urllib.parse import parse_qs
@@ -36,7 +36,6 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import Response as StarletteResponse
 from starlette.routing import Route
-from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from outbox.bounce_receiving.webhook_auth import scrape_authorized
 from outbox.bounce_receiving.webhooks import PREFIX as WEBHOOKS
@@ -45,9 +44,13 @@ from outbox.config import Settings
 from outbox.db.store import connections, lookups, suppressions
 from outbox.errors import ConfigError, StoreError
 from outbox.message import list_unsubscribe as unsubscribe
+from outbox.web.client_address import client_address
+from outbox.web.connection_limits import RequestLimit, connection_ceiling
 from outbox.web.console import PREFIX as CONSOLE
 from outbox.web.console import Console
+from outbox.web.console_auth import parse_networks
 from outbox.web.console_routes import ConsoleApp
+from outbox.web.email_request import PROBLEM
 from outbox.web.emails_api import PREFIX as API
 from outbox.web.emails_api import ApiResponse, EmailsApi
 from outbox.web.http_common import (
@@ -58,16 +61,20 @@ from outbox.web.http_common import (
     bounded_body,
     starlette_response,
 )
+from outbox.web.http_protocol import protocol_for
+from outbox.web.rate_limit import RateLimiter, retry_after
 
 log = logging.getLogger(__name__)
 
-# The request line and headers of one request, at most (what h11 allowed here).
-_MAX_HEAD_BYTES = 16 * 1024
-_LINGER_SECONDS = 2.0  # a refused client's last bytes are read this long
 # uvloop's event loop where it is installed (Linux and macOS): its transports
 # cost a request a fraction of asyncio's own; asyncio's elsewhere.
 _LOOP = "uvloop" if importlib.util.find_spec("uvloop") is not None else "asyncio"
 
+# Failed authentications at the HTTP API a client address may make at once,
+# and how fast it may make more (one a minute): a misconfigured client sees 429s
+# with Retry-After; a guesser gets twenty lookups, then one a minute.
+FAILED_AUTH_BURST = 20
+FAILED_AUTH_PER_SECOND = 1 / 60
 MAX_BATCH_BODY = 8 * 2**20  # POST /v1/emails/batch: up to 1,000 emails with their params
 _PAGE = """<!doctype html>
 <html lang="en"><head><meta charset="utf-8">
@@ -157,6 +164,10 @@ class App:
         # with OUTBOX_METRICS_AUTH, which every scrape must carry.
         self.metrics = metrics if settings.metrics_auth else None
         self.metrics_auth = settings.metrics_auth
+        # Requests to /v1/ that fail authentication, per client address: past
+        # the burst, keys are not looked up until the bucket refills.
+        self.failed_auth = RateLimiter(FAILED_AUTH_PER_SECOND, FAILED_AUTH_BURST)
+        self.proxies = parse_networks(settings.console_trusted_proxies)
 
     def handle(
         self, method: str, target: str, body: bytes = b"", headers: Mapping[str, str] | None = None
@@ -222,13 +233,28 @@ def asgi_app(app: App, console: Console | None = None) -> Starlette:
 
     async def api_endpoint(request: Request) -> StarletteResponse:
         limit = MAX_BATCH_BODY if request.url.path == "/v1/emails/batch" else MAX_BODY
+        client = client_address(
+            request.client.host if request.client else None,
+            request.headers.get("x-forwarded-for"),
+            app.proxies,
+        )
+        # A client past its failed authentications gets no lookup of its key.
+        guessing = app.failed_auth.wait(client, time.monotonic())
         body = await bounded_body(request, limit)
         if body is None:
             answer = ApiResponse(
                 413,
                 b'{"type":"about:blank","title":"Content Too Large",'
                 b'"status":413,"detail":"the body is too large"}',
-                "application/problem+json",
+                PROBLEM,
+            )
+        elif guessing > 0:
+            answer = ApiResponse(
+                429,
+                b'{"type":"about:blank","title":"Too Many Requests","status":429,'
+                b'"detail":"too many failed authentications from this address"}',
+                PROBLEM,
+                {"Retry-After": retry_after(guessing)},
             )
         else:
             answer = await run_in_threadpool(
@@ -239,6 +265,8 @@ def asgi_app(app: App, console: Console | None = None) -> Starlette:
                 request.headers,
                 body,
             )
+            if answer.status == HTTPStatus.UNAUTHORIZED:
+                app.failed_auth.take(client, time.monotonic())
         headers = {"Cache-Control": "no-store", "X-Content-Type-Options": "nosniff"}
         headers.update(answer.headers)
         return StarletteResponse(
@@ -255,105 +283,6 @@ def asgi_app(app: App, console: Console | None = None) -> Starlette:
             Route(CONSOLE + "/{path:path}", console_app, methods=["GET", "HEAD", "POST"]),
         ]
     return Starlette(routes=routes)
-
-
-class _RequestDeadline(HttpToolsProtocol):
-    """uvicorn's HTTP/1.1 protocol (httptools: llhttp's C parser, which costs a
-    request a fraction of what h11 in Python does) with a deadline for reading
-    each request and a bound on its request line and headers.
-
-    uvicorn times out idle keep-alive connections but not a request that
-    arrives a byte every few seconds: such a client holds no thread here, yet
-    would hold a connection slot for ever. Each request must be read whole
-    within ``request_timeout`` seconds of the connection (or of the previous
-    response), or the connection is closed. Headers that never end are cut at
-    ``max_head_bytes`` with a 431, as h11's limit did.
-    """
-
-    request_timeout = 10.0  # set per server by WebServer
-    max_head_bytes = _MAX_HEAD_BYTES
-    _deadline: asyncio.TimerHandle | None = None
-    _head_bytes = 0  # of the request being read, until its headers are complete
-    _in_head = True
-    _began = False  # a request began in the chunk being parsed
-    _refused = False  # answered 431: what comes next is dropped
-
-    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
-        super().connection_made(transport)
-        _no_delay(transport)
-        self._arm()
-
-    def data_received(self, data: bytes) -> None:
-        if self._refused:
-            return  # read and dropped until the client hangs up: see _refuse_head
-        was_in_head, self._began = self._in_head, False
-        super().data_received(data)
-        # A chunk that neither began a request nor ended its headers was all head
-        # (a chunk that began one may hold the end of the previous body: not counted).
-        if self._in_head and was_in_head and not self._began:
-            self._head_bytes += len(data)
-            if self._head_bytes > self.max_head_bytes:
-                self._refuse_head()
-
-    def on_message_begin(self) -> None:
-        self._in_head, self._began, self._head_bytes = True, True, 0
-        super().on_message_begin()
-
-    def on_headers_complete(self) -> None:
-        self._in_head = False
-        super().on_headers_complete()
-
-    def on_message_complete(self) -> None:
-        super().on_message_complete()
-        self._disarm()  # the request is in; the app's time is not the client's
-
-    def on_response_complete(self) -> None:
-        super().on_response_complete()
-        if not self.transport.is_closing() and not self.pipeline:
-            self._arm()  # the next request on this connection gets the same deadline
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        self._disarm()
-        super().connection_lost(exc)
-
-    def _refuse_head(self) -> None:
-        """Answer 431 and end the connection. Closing a socket with unread bytes
-        resets it, and a reset loses the answer still on its way: the answer
-        goes, then our side is shut, and what the client still sends is read
-        and dropped until it hangs up or ``_LINGER_SECONDS`` pass."""
-        self._disarm()
-        self._refused = True
-        if not self.transport.is_closing():
-            self.transport.write(
-                b"HTTP/1.1 431 Request Header Fields Too Large\r\ncontent-length: 0\r\n"
-                b"connection: close\r\n\r\n"
-            )
-            if self.transport.can_write_eof():
-                self.transport.write_eof()
-            self.loop.call_later(_LINGER_SECONDS, self.transport.close)
-
-    def _arm(self) -> None:
-        self._disarm()
-        self._deadline = self.loop.call_later(self.request_timeout, self._too_slow)
-
-    def _disarm(self) -> None:
-        if self._deadline is not None:
-            self._deadline.cancel()
-            self._deadline = None
-
-    def _too_slow(self) -> None:
-        self._deadline = None
-        if not self.transport.is_closing():
-            self.transport.close()
-
-
-def _no_delay(transport: asyncio.Transport) -> None:
-    """Send each write at once. A response goes out as headers then body; with
-    Nagle's algorithm the body waits for the ACK of the headers, which the
-    client delays by 40 ms on a keep-alive connection."""
-    sock = transport.get_extra_info("socket")
-    if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
 
 class WebServer:
@@ -378,18 +307,24 @@ class WebServer:
         # in the backlog instead of being refused.
         self.socket.listen(settings.web_backlog)
         self.server_address: tuple[str, int] = self.socket.getsockname()[:2]
-        protocol = type(
-            "RequestDeadline", (_RequestDeadline,), {"request_timeout": settings.web_timeout}
+        protocol = protocol_for(
+            request_timeout=settings.web_timeout,
+            per_peer=settings.web_peer_connections,
+            total=connection_ceiling(settings.web_connections),
         )
         config = uvicorn.Config(
-            asgi_app(self.app, self.console),
+            # Past OUTBOX_WEB_CONCURRENCY requests being served, new ones get a 503
+            # at once instead of waiting in a queue; connections waiting for a
+            # request are bounded apart, by the protocol's book.
+            RequestLimit(asgi_app(self.app, self.console), settings.web_concurrency),
             http=protocol,
             loop=_LOOP,
             lifespan="off",
+            # The client is the TCP peer. uvicorn would otherwise take it from
+            # X-Forwarded-For for any loopback peer, and anyone on this host could
+            # claim to be a trusted proxy (OUTBOX_CONSOLE_TRUSTED_PROXIES).
+            proxy_headers=False,
             backlog=settings.web_backlog,
-            # Past this many connections and requests at once, new ones get a 503
-            # at once instead of waiting in a queue.
-            limit_concurrency=settings.web_concurrency,
             timeout_keep_alive=5,
             timeout_graceful_shutdown=10,
             server_header=False,

@@ -237,3 +237,16 @@ def test_failed_sign_ins_are_limited_per_key_for_a_window() -> None:
     assert not limiter.allowed(("name:ann", "client:10.0.0.2"), now=10.0)  # the same name
     assert limiter.allowed(("name:bob", "client:10.0.0.2"), now=10.0)
     assert limiter.allowed(keys, now=60.5)  # the first failure aged out
+
+
+def test_an_attempt_in_progress_counts_until_it_is_withdrawn() -> None:
+    limiter = SignInLimiter(failures=2, window=60.0)
+    keys = ("name:ann",)
+    first = limiter.begin(keys, now=1.0)
+    second = limiter.begin(keys, now=1.0)
+    assert first == second == 1.0
+    assert limiter.begin(keys, now=1.0) is None  # two checks under way: the limit
+    assert second is not None
+    limiter.withdraw(keys, second)  # it signed in
+    assert limiter.begin(keys, now=2.0) == 2.0
+    assert limiter.begin(keys, now=2.0) is None

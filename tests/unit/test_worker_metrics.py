@@ -19,11 +19,27 @@ def test_off_unless_the_pool_names_a_directory(monkeypatch: pytest.MonkeyPatch) 
 
 def test_on_with_a_directory(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv("dramatiq_prom_db", str(tmp_path))
+    monkeypatch.setenv("dramatiq_prom_host", "127.0.0.1")
     broker = StubBroker()
     assert add_worker_metrics(broker)
     kinds = [type(m).__name__ for m in broker.middleware]
     # After-boot hooks run last-added first: the directory is emptied before use.
     assert kinds[-2:] == ["Prometheus", "FreshDirectory"]
+
+
+def test_a_pool_without_a_metrics_host_is_warned_it_listens_everywhere(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.setenv("dramatiq_prom_db", str(tmp_path))
+    monkeypatch.delenv("dramatiq_prom_host", raising=False)
+    with caplog.at_level("WARNING", logger="outbox.telemetry.worker_metrics"):
+        assert add_worker_metrics(StubBroker())
+    assert "listen on 0.0.0.0" in caplog.text
+    caplog.clear()
+    monkeypatch.setenv("dramatiq_prom_host", "127.0.0.1")
+    with caplog.at_level("WARNING", logger="outbox.telemetry.worker_metrics"):
+        assert add_worker_metrics(StubBroker())
+    assert caplog.text == ""
 
 
 def test_directory_is_emptied_once_per_pool_start(tmp_path: Path) -> None:
