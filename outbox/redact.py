@@ -16,8 +16,8 @@ import logging
 import re
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
-from urllib.parse import unquote, urlsplit
 
+from outbox import url_credentials
 from outbox.token_signatures import keyed_digest
 
 if TYPE_CHECKING:
@@ -117,19 +117,13 @@ def secret_values(settings: Settings) -> list[str]:
         settings.smtp_url,
         settings.failover_smtp_url,
         settings.database_url,
+        settings.listen_database_url,
         settings.redis_url,
+        settings.broker_url,
     ):
-        values.extend(_url_password(url))
+        values.extend(url_credentials.secrets(url))
     values.extend(_key_material(settings.dkim_private_key))
     return [v for v in values if v]
-
-
-def _url_password(url: str) -> list[str]:
-    try:
-        password = urlsplit(url).password
-    except ValueError:
-        return []
-    return [password, unquote(password)] if password else []
 
 
 def _key_material(value: str) -> list[str]:

@@ -24,6 +24,7 @@ LAYERS: list[set[str]] = [
         "config",
         "token_signatures",
         "redact",
+        "url_credentials",
         "keys",
         "bounce_parsing",
         "pacing.rules",
