@@ -25,6 +25,7 @@ LAYERS: list[set[str]] = [
         "token_signatures",
         "redact",
         "url_credentials",
+        "address_spans",
         "keys",
         "bounce_parsing",
         "pacing.rules",
