@@ -14,7 +14,7 @@ import pytest
 
 import outbox
 from outbox.config import Settings
-from outbox.errors import InvalidAddress, InvalidParams
+from outbox.errors import ConfigError, InvalidAddress, InvalidParams
 from outbox.message import list_unsubscribe as unsubscribe
 from outbox.message.preview import preview
 from outbox.message.render import template_set
@@ -148,3 +148,17 @@ def test_regression_encoded_words_and_long_local_parts_are_refused(address: str)
 )
 def test_local_parts_up_to_64_octets_pass(address: str) -> None:
     assert normalize_address(address).endswith("@example.com")
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        "shop-example-outbox-production-secret-2026",
+        "ShopExampleOutboxProductionSecret2026",
+        "correct horse battery staple outbox secret",
+        "our_outbox_signing_key_for_production_use",
+    ],
+)
+def test_regression_a_secret_made_of_words_is_refused(value: str) -> None:
+    with pytest.raises(ConfigError, match="words"):
+        Settings.from_env({"OUTBOX_SECRET": value})
