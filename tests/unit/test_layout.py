@@ -39,6 +39,7 @@ LAYERS: list[set[str]] = [
         "message.build",
         "message.list_unsubscribe",
         "message.return_path",
+        "message.links",
         "telemetry.metrics",
         "cli.input",
         "web.console_auth",
