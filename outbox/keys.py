@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import re
 from collections import Counter
 
 from outbox.errors import ConfigError
@@ -20,6 +21,18 @@ MIN_BYTES = 32
 MIN_DISTINCT = 8  # a 32-byte value of fewer symbols is a pattern, not a key
 MIN_ENTROPY_BITS = 88.0  # estimated from symbol frequencies; 32 random hex digits give ~115
 _LONGEST_RUN = 7  # "aaaaaaa", "abcdefg", "7654321"
+# Words (lower, Capitalised or UPPER, whole: never cut out of a longer run of
+# letters), numbers and the separators between them.
+_WORDS = re.compile(
+    r"(?:(?P<word>[A-Z]?[a-z]{2,14}(?![a-z])|[A-Z]{2,14}(?![A-Za-z]))|(?P<number>[0-9]+)"
+    r"|[^A-Za-z0-9])+"
+)
+_WORD = re.compile(r"[A-Z]?[a-z]{2,14}(?![a-z])|[A-Z]{2,14}(?![A-Za-z])")
+_NOT_HEX = re.compile(r"[g-zG-Z]")
+_VOWEL = re.compile(r"[aeiouyAEIOUY]")
+# What a person's choice of word is worth: a guesser tries a vocabulary of a
+# thousand or so, the product's and the company's names first.
+_BITS_PER_WORD = 10.0
 
 
 def weakness(value: str) -> str | None:
@@ -33,6 +46,8 @@ def weakness(value: str) -> str | None:
         return f"uses fewer than {MIN_DISTINCT} different characters"
     if _estimated_bits(value) < MIN_ENTROPY_BITS:
         return "looks like a pattern, not random material"
+    if _word_bits(value) < MIN_ENTROPY_BITS:
+        return "is made of words and numbers a guesser tries first, not random material"
     if _periodic(value):
         return "repeats a shorter value"
     if _longest_run(value) > _LONGEST_RUN:
@@ -60,6 +75,22 @@ def _estimated_bits(value: str) -> float:
     total = len(value)
     per_symbol = -sum(n / total * math.log2(n / total) for n in counts.values())
     return per_symbol * total
+
+
+def _word_bits(value: str) -> float:
+    """What ``value`` is worth read as words and numbers (infinite when it is not made of them).
+
+    Its characters alone overrate it: ``shop-example-outbox-production-secret-2026``
+    has 42 of them, and five words and a year.
+    """
+    if not _WORDS.fullmatch(value) or not _NOT_HEX.search(value):
+        return math.inf  # hex digits alone are what a generator prints, not words
+    found = _WORD.findall(value)
+    if not all(_VOWEL.search(word) for word in found):
+        return math.inf  # "Nws", "Hdjc": random letters, not words
+    words = len(found)
+    digits = sum(c.isdigit() for c in value)
+    return words * _BITS_PER_WORD + digits * math.log2(10)
 
 
 def _periodic(value: str) -> bool:

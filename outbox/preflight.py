@@ -20,8 +20,9 @@ import re
 import sys
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, fields
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import urlsplit
 
+from outbox import url_credentials
 from outbox.config import ENV_NAMES, Settings
 from outbox.errors import ConfigError
 
@@ -158,21 +159,8 @@ def masked(name: str, value: str) -> str:
     if name in SECRETS:
         return "****"
     if name in _URLS:
-        return _url_without_password(value)
+        return url_credentials.masked(value)
     return value
-
-
-def _url_without_password(url: str) -> str:
-    try:
-        parts = urlsplit(url)
-        if parts.password is None:
-            return url
-        user = parts.username or ""
-        host = parts.hostname or ""
-        port = f":{parts.port}" if parts.port else ""
-    except ValueError:
-        return "****"  # not a URL at all: it may be a secret pasted in the wrong place
-    return urlunsplit(parts._replace(netloc=f"{user}:****@{host}{port}"))
 
 
 def problems(settings: Settings, processes: Iterable[str] = PROCESSES) -> list[str]:

@@ -1,7 +1,7 @@
 """What may appear in logs, traces and command output (pure).
 
 Recipient addresses appear only as a tag: a keyed hash of the address and its
-domain (``3f2a9c1e0b7d@example.com``). Keyed with OUTBOX_SECRET, so a tag
+domain (``[3f2a9c1e0b7d]@example.com``). Keyed with OUTBOX_SECRET, so a tag
 cannot be matched against a list of known addresses; stable, so support can
 search logs for one person (``outbox show --to ADDRESS`` prints the tag).
 Secrets (OUTBOX_SECRET, passwords in URLs, API tokens, webhook credentials,
@@ -15,9 +15,11 @@ import hashlib
 import logging
 import re
 from collections.abc import Iterable
+from dataclasses import dataclass
+from email.utils import parseaddr
 from typing import TYPE_CHECKING
-from urllib.parse import unquote, urlsplit
 
+from outbox import address_spans, url_credentials
 from outbox.token_signatures import keyed_digest
 
 if TYPE_CHECKING:
@@ -26,67 +28,103 @@ if TYPE_CHECKING:
 PURPOSE = "recipient-tag"
 HIDDEN = "[redacted]"
 _MIN_SECRET = 6  # shorter values would blank out ordinary words
-# Local part and domain as they show up in replies, reports and exceptions.
-_ADDRESS = re.compile(r"[\w.!#$%&'*+/=?^`{|}~-]+@(?:[\w-]+\.)+[\w-]{2,}")
-_TAG = re.compile(r"[0-9a-f]{12}")  # a tag's local part: tagged already
+# Our own addresses, by shape: a Message-ID of ours, a VERP return path.
+_MESSAGE_ID = re.compile(r"[0-9a-f]{32}")
+_RETURN_PATH = re.compile(r"bounces\+[0-9a-z]{1,13}-[0-9a-f]{16}")
+
+
+def recipient_hash(address: str, *, secret: str) -> str:
+    """Twelve hex digits that stand for ``address`` (case folded)."""
+    folded = address.lower()
+    if secret:
+        return keyed_digest(secret, PURPOSE, folded)[:12]
+    return hashlib.sha256(folded.encode("utf-8", "surrogatepass")).hexdigest()[:12]
 
 
 def recipient_tag(address: str, *, secret: str) -> str:
-    """A stable, non-reversible tag that keeps the domain: ``3f2a9c1e0b7d@example.com``.
+    """A stable, non-reversible tag that keeps the domain: ``[3f2a9c1e0b7d]@example.com``.
 
     The domain tells an operator which receiver is involved; the hash lets
     them match log lines for one recipient without ever seeing the address.
-    Without a secret the hash is unkeyed, and anyone holding a list of
-    addresses can match tags against it: set OUTBOX_SECRET in production.
+    The brackets make it text no address is (email-validator refuses it),
+    so no address can pass for a tag. Without a secret the hash is unkeyed,
+    and anyone holding a list of addresses can match tags against it: set
+    OUTBOX_SECRET in production.
     """
     local, _, domain = address.rpartition("@")
-    folded = address.lower()
-    if secret:
-        digest = keyed_digest(secret, PURPOSE, folded)[:12]
-    else:
-        digest = hashlib.sha256(folded.encode("utf-8", "surrogatepass")).hexdigest()[:12]
-    return f"{digest}@{domain.lower()}" if local else digest
+    digest = recipient_hash(address, secret=secret)
+    return f"[{digest}]@{domain.lower()}" if local else f"[{digest}]"
 
 
-def addresses(text: str, *, secret: str, own_domains: Iterable[str] = ()) -> str:
-    """``text`` with every email address in it replaced by its tag.
+@dataclass(frozen=True)
+class OwnAddresses:
+    """Addresses that are ours, not a person's, and stay readable: the sender
+    itself, our Message-IDs and VERP return paths. Only these exact shapes:
+    anyone else at our domains is a person, tagged like any recipient."""
 
-    Addresses at ``own_domains`` are ours, not a person's, and stay: Message-IDs
-    (``<digest@message-id domain>``), VERP return paths, the sender. So do
-    tags: a log line tagged by its caller passes the log filter unchanged.
+    sender: str = ""
+    message_id_domain: str = ""
+    return_path_domains: tuple[str, ...] = ()
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> OwnAddresses:
+        sender = parseaddr(settings.sender)[1].lower()
+        sender_domain = sender.rpartition("@")[2]
+        return cls(
+            sender=sender,
+            message_id_domain=settings.message_id_domain.lower(),
+            return_path_domains=tuple(
+                d.lower() for d in (settings.bounce_domain, sender_domain) if d
+            ),
+        )
+
+    def __contains__(self, address: str) -> bool:
+        folded = address.lower()
+        local, _, domain = folded.rpartition("@")
+        if self.sender and folded == self.sender:
+            return True
+        if domain == self.message_id_domain and _MESSAGE_ID.fullmatch(local):
+            return True
+        return domain in self.return_path_domains and bool(_RETURN_PATH.fullmatch(local))
+
+
+def addresses(text: str, *, secret: str, ours: OwnAddresses = OwnAddresses()) -> str:
+    """``text`` with every email address in it replaced by its tag (but ``ours``).
+
+    Tags pass unchanged: a tag is no address (:func:`recipient_tag`).
     """
     if "@" not in text:
         return text
-    ours = {d.lower() for d in own_domains if d}
-
-    def tagged(match: re.Match[str]) -> str:
-        address = match.group(0)
-        local, _, domain = address.rpartition("@")
-        if domain.lower() in ours or _TAG.fullmatch(local):
-            return address
-        return recipient_tag(address, secret=secret)
-
-    return _ADDRESS.sub(tagged, text)
+    pieces: list[str] = []
+    done = 0
+    for start, end in address_spans.spans(text):
+        address = text[start:end]
+        pieces += [
+            text[done:start],
+            address if address in ours else recipient_tag(address, secret=secret),
+        ]
+        done = end
+    pieces.append(text[done:])
+    return "".join(pieces)
 
 
 class Redactor:
     """Removes known secrets, and tags addresses, in free text."""
 
     def __init__(
-        self, secrets: Iterable[str], *, tag_secret: str = "", own_domains: Iterable[str] = ()
+        self, secrets: Iterable[str], *, tag_secret: str = "", ours: OwnAddresses = OwnAddresses()
     ) -> None:
         found = {s for s in secrets if len(s) >= _MIN_SECRET}
         self.secrets = sorted(found, key=len, reverse=True)  # a longer one first
         self.tag_secret = tag_secret
-        self.own_domains = tuple(own_domains)
+        self.ours = ours
 
     @classmethod
     def from_settings(cls, settings: Settings) -> Redactor:
-        sender_domain = settings.sender.rpartition("@")[2].rstrip(">").strip()
         return cls(
             secret_values(settings),
             tag_secret=settings.secret,
-            own_domains=(settings.message_id_domain, settings.bounce_domain, sender_domain),
+            ours=OwnAddresses.from_settings(settings),
         )
 
     def secrets_only(self, text: str) -> str:
@@ -98,7 +136,7 @@ class Redactor:
     def text(self, text: str) -> str:
         """No secret and no address in clear: what logs, spans and CLI output get."""
         cleaned = self.secrets_only(text)
-        return addresses(cleaned, secret=self.tag_secret, own_domains=self.own_domains)
+        return addresses(cleaned, secret=self.tag_secret, ours=self.ours)
 
 
 def secret_values(settings: Settings) -> list[str]:
@@ -117,19 +155,13 @@ def secret_values(settings: Settings) -> list[str]:
         settings.smtp_url,
         settings.failover_smtp_url,
         settings.database_url,
+        settings.listen_database_url,
         settings.redis_url,
+        settings.broker_url,
     ):
-        values.extend(_url_password(url))
+        values.extend(url_credentials.secrets(url))
     values.extend(_key_material(settings.dkim_private_key))
     return [v for v in values if v]
-
-
-def _url_password(url: str) -> list[str]:
-    try:
-        password = urlsplit(url).password
-    except ValueError:
-        return []
-    return [password, unquote(password)] if password else []
 
 
 def _key_material(value: str) -> list[str]:

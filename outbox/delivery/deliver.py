@@ -332,9 +332,10 @@ class Delivery:
         ):
             record = self._attempt_in_span(row, worker, previous)
             if isinstance(record, sending.Deferral):
-                span.add_event("paced", {"reason": record.reason, "delay": record.delay_seconds})
+                reason = self.redactor.text(record.reason)
+                span.add_event("paced", {"reason": reason, "delay": record.delay_seconds})
             elif isinstance(record, results.Unattempted):
-                span.add_event("sending path down", {"reason": record.reason})
+                span.add_event("sending path down", {"reason": self.redactor.text(record.reason)})
             elif span.is_recording():
                 _describe_attempt(span, row, record, self.redactor)
             return record

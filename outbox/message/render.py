@@ -27,7 +27,7 @@ import jinja2
 import jinja2.meta
 
 from outbox.errors import TemplateError, UnknownTemplate
-from outbox.message import layouts
+from outbox.message import layouts, links
 from outbox.message.compile import (
     META,
     SOURCE_FILES,
@@ -86,6 +86,11 @@ class Template:
             # Params of the wrong shape fail inside the template (a loop over a
             # number, say) with any exception; all of them are this email's.
             raise TemplateError(f"template {self.name!r}: {type(exc).__name__}: {exc}") from exc
+        scheme = links.disallowed_scheme(html) if html else None
+        if scheme is not None:
+            raise TemplateError(
+                f"template {self.name!r}: a link is {scheme}:, not http(s), mailto:, tel: or cid:"
+            )
         if self.text_derived:  # a false {% if %} leaves its paragraph's blank lines
             text = _BLANK_LINES.sub("\n\n", text).strip("\n") + "\n"
         # A subject is one header line whatever a param holds: line breaks

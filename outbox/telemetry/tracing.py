@@ -17,7 +17,7 @@ from opentelemetry.context import Context
 from opentelemetry.trace import Span, StatusCode
 from opentelemetry.trace import Status as TraceStatus
 
-from outbox.redact import addresses, recipient_tag
+from outbox.redact import addresses, recipient_hash
 
 tracer = trace.get_tracer("outbox")
 # Spans record a failure by its type only: an exception's message can quote a
@@ -111,14 +111,15 @@ def email_attributes(
     recipient: str,
     tag_secret: str,
 ) -> Mapping[str, str | int]:
-    """What makes one email findable in a trace search; the address only as a tag."""
+    """What makes one email findable in a trace search; the address only as a tag,
+    also where the idempotency key holds one (the rest of the key stays readable)."""
     attributes: dict[str, str | int] = {
-        "outbox.idempotency_key": idempotency_key,
+        "outbox.idempotency_key": addresses(idempotency_key, secret=tag_secret),
         "email.message_id": message_id,
         "email.template": template,
         "outbox.priority": priority,
         "email.recipient.domain": recipient.rpartition("@")[2].lower(),
-        "email.recipient.hash": recipient_tag(recipient, secret=tag_secret).partition("@")[0],
+        "email.recipient.hash": recipient_hash(recipient, secret=tag_secret),
     }
     if outbox_id is not None:
         attributes["outbox.id"] = outbox_id

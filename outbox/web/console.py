@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 import jinja2
+import markupsafe
 
 from outbox import redact
 from outbox.config import Settings
@@ -90,18 +91,33 @@ class Console:
         self.access = Access.from_settings(settings)
         self.limiter = SignInLimiter()  # its own lock: sign-ins run in worker threads
         self.redactor = redact.Redactor.from_settings(settings)
-        self.pages = jinja2.Environment(
+        # Each value is tagged before it is escaped, where an address is still
+        # plain text; the page as a whole passes the redactor again (render).
+        self.pages = self._environment(finalize=self._tagged)
+        self.revealing_pages = self._environment(finalize=None)
+
+    def _environment(self, finalize: Callable[[Any], Any] | None) -> jinja2.Environment:
+        pages = jinja2.Environment(
             loader=jinja2.FileSystemLoader(_PAGES),
             autoescape=True,
             undefined=jinja2.StrictUndefined,
+            finalize=finalize,
         )
-        self.pages.globals.update(
+        pages.globals.update(
             prefix=PREFIX,
             statuses=q.STATUSES,
             priorities=q.PRIORITIES,
-            grafana_url=settings.grafana_url,
-            jaeger_url=settings.jaeger_url.rstrip("/"),
+            grafana_url=self.settings.grafana_url,
+            jaeger_url=self.settings.jaeger_url.rstrip("/"),
         )
+        return pages
+
+    def _tagged(self, value: Any) -> Any:
+        if isinstance(value, markupsafe.Markup):
+            return markupsafe.Markup(self.redactor.text(str(value)))  # noqa: S704  # already HTML
+        if isinstance(value, str):
+            return self.redactor.text(value)
+        return value
 
     # -- the gate ----------------------------------------------------------------
 
@@ -218,7 +234,8 @@ class Console:
         self, name: str, who: Who | None, session: Session, *, clear: bool = False, **values: Any
     ) -> str:
         """The page; with ``clear`` (an operator's audited reveal) addresses stay."""
-        page = self.pages.get_template(name).render(
+        pages = self.revealing_pages if clear else self.pages
+        page = pages.get_template(name).render(
             user=who.user if who else None,
             operator=bool(who and who.user.role is Role.OPERATOR),
             csrf=self.access.csrf_token(session),

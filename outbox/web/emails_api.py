@@ -313,17 +313,17 @@ class EmailsApi:
     def _shown(self, row: dict[str, Any], events: list[dict[str, Any]], key: Key) -> dict[str, Any]:
         clear = "read" in key.scopes
         secret = self.settings.secret
-        ours = (self.settings.message_id_domain,)
+        ours = redact.OwnAddresses.from_settings(self.settings)
 
         def text(value: str | None) -> str | None:
             if value is None or clear:
                 return value
-            return redact.addresses(value, secret=secret, own_domains=ours)
+            return redact.addresses(value, secret=secret, ours=ours)
 
         recipient = row["recipient"]
         return {
             "id": row["id"],
-            "idempotency_key": key.owner.shown_key(row["idempotency_key"]),
+            "idempotency_key": text(key.owner.shown_key(row["idempotency_key"])),
             "message_id": row["message_id"],
             "recipient": recipient if clear else redact.recipient_tag(recipient, secret=secret),
             "template": row["template"],

@@ -14,7 +14,7 @@ import pytest
 
 import outbox
 from outbox.config import Settings
-from outbox.errors import InvalidAddress, InvalidParams
+from outbox.errors import ConfigError, InvalidAddress, InvalidParams, TemplateError
 from outbox.message import list_unsubscribe as unsubscribe
 from outbox.message.preview import preview
 from outbox.message.render import template_set
@@ -148,3 +148,43 @@ def test_regression_encoded_words_and_long_local_parts_are_refused(address: str)
 )
 def test_local_parts_up_to_64_octets_pass(address: str) -> None:
     assert normalize_address(address).endswith("@example.com")
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "javascript:alert(document.cookie)",
+        " JavaScript:alert(1)",
+        "java\tscript:alert(1)",
+        "\x01javascript:alert(1)",
+        "vbscript:msgbox(1)",
+        "data:text/html;base64,PHNjcmlwdD5hbGVydCgxKTwvc2NyaXB0Pg==",
+    ],
+)
+def test_regression_a_param_cannot_make_a_script_link(url: str) -> None:
+    """The newsletter's button took any `url`: `href="javascript:…"` went out."""
+    newsletter = template_set(Path(outbox.__file__).parent / "templates").get("newsletter")
+    params = {"name": "Alice", "title": "News", "intro": "Hi", "url": url}
+    with pytest.raises(TemplateError, match="http"):
+        newsletter.render(params)
+
+
+def test_http_links_and_relative_ones_still_render() -> None:
+    newsletter = template_set(Path(outbox.__file__).parent / "templates").get("newsletter")
+    for url in ("https://shop.example/news?a=1&b=2", "http://shop.example/", "/news", "#top"):
+        rendered = newsletter.render({"name": "A", "title": "T", "intro": "I", "url": url})
+        assert rendered.html is not None
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        "shop-example-outbox-production-secret-2026",
+        "ShopExampleOutboxProductionSecret2026",
+        "correct horse battery staple outbox secret",
+        "our_outbox_signing_key_for_production_use",
+    ],
+)
+def test_regression_a_secret_made_of_words_is_refused(value: str) -> None:
+    with pytest.raises(ConfigError, match="words"):
+        Settings.from_env({"OUTBOX_SECRET": value})
