@@ -30,7 +30,7 @@ HIDDEN = "[redacted]"
 _MIN_SECRET = 6  # shorter values would blank out ordinary words
 # Our own addresses, by shape: a Message-ID of ours, a VERP return path.
 _MESSAGE_ID = re.compile(r"[0-9a-f]{32}")
-_RETURN_PATH = re.compile(r"bounces\+[0-9a-z]{1,13}-[0-9a-f]{16}")
+_RETURN_PATH = re.compile(r"bounces\+(?:[bu]\.)?[0-9a-z]{1,13}-[0-9a-f]{16}")
 
 
 def recipient_hash(address: str, *, secret: str) -> str:
