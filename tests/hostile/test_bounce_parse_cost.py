@@ -8,6 +8,7 @@ server on loopback, real Postgres.
 
 from __future__ import annotations
 
+import json
 import smtplib
 import time
 from collections.abc import Callable
@@ -17,6 +18,8 @@ import pytest
 from psycopg_pool import ConnectionPool
 
 from outbox.bounce_parsing import parse_bounce
+from outbox.bounce_receiving.ingest import UNPROCESSABLE, process_pending
+from outbox.bounce_receiving.parse_worker import ParseWorker
 from outbox.bounce_receiving.smtp_server import BounceServer
 from outbox.config import Settings
 from outbox.db.store import bounce_reports
@@ -24,6 +27,7 @@ from outbox.message.return_path import return_path
 from tests.hostile.test_bounce_server import bsettings, server  # noqa: F401 (fixtures)
 from tests.integration.helpers import query, wait_until
 from tests.integration.test_bounces import BOUNCE_DOMAIN, dsn, sent_row
+from tests.integration.test_cli import outbox
 from tests.keys import SECRET
 
 MB = 2**20
@@ -66,6 +70,11 @@ def one_folded_header(size: int) -> bytes:
     return b"Subject: x\r\n" + b" folded continuation line\r\n" * (size // 27) + b"\r\nbody\r\n"
 
 
+def many_parts(size: int) -> bytes:
+    part = b"--b\r\nContent-Type: text/plain\r\n\r\nx@y.example failed\r\n"
+    return _typed(b'multipart/mixed; boundary="b"', part * (size // len(part)) + b"--b--\r\n")
+
+
 HOSTILE: list[Callable[[int], bytes]] = [
     html_of_lt,
     html_of_open_tags,
@@ -74,6 +83,7 @@ HOSTILE: list[Callable[[int], bytes]] = [
     one_long_line,
     many_headers,
     one_folded_header,
+    many_parts,
 ]
 
 
@@ -95,7 +105,7 @@ def _genuine_is_applied(settings: Settings, verp: str) -> Callable[[], bool]:
         rows = query(
             settings,
             "SELECT link FROM email_bounce WHERE envelope_to = %s AND processed_at IS NOT NULL",
-            (verp,),
+            verp,
         )
         return rows == [("verp",)]
 
@@ -149,7 +159,38 @@ def test_10_mb_hostile_bodies_never_delay_a_genuine_bounce(
     server: BounceServer,  # noqa: F811
 ) -> None:
     genuine, verp = _genuine(bsettings)
-    for hostile in (html_of_lt, html_of_open_tags, nested_quotes, one_folded_header):
+    # The shapes whose lines SMTP carries (at most 998 characters).
+    for hostile in (html_of_lt, nested_quotes, one_folded_header, many_headers, many_parts):
         _seconds_to_250(bsettings, hostile(10 * MB - 4096), f"x@{BOUNCE_DOMAIN}")
     assert _seconds_to_250(bsettings, genuine, verp) < 1.0
     wait_until(_genuine_is_applied(bsettings, verp), timeout=60)
+
+
+def test_a_message_over_its_parse_deadline_is_set_aside_once(bsettings: Settings) -> None:  # noqa: F811
+    """Counted, shown by ``outbox bounces reprocess``, and never tried again."""
+    before = UNPROCESSABLE.labels("parse_deadline")._value.get()
+    genuine, verp = _genuine(bsettings)
+    with psycopg.connect(bsettings.database_url) as conn:
+        costly = bounce_reports.store_bounce(conn, html_of_lt(4 * MB), f"x@{BOUNCE_DOMAIN}")
+        conn.commit()
+        with ParseWorker(deadline=0.001) as parser:
+            assert process_pending(conn, bsettings, parser.parse) == 1
+    [(error, processed)] = query(
+        bsettings,
+        "SELECT error, processed_at IS NOT NULL FROM email_bounce WHERE id = %s",
+        costly,
+    )
+    assert error.startswith("unprocessable: ParseDeadlineExceeded")
+    assert processed
+    assert UNPROCESSABLE.labels("parse_deadline")._value.get() - before == 1
+    with psycopg.connect(bsettings.database_url) as conn:
+        bounce_reports.store_bounce(conn, genuine, verp)
+    shown = outbox(bsettings, "bounces", "reprocess", "--json")
+    assert shown.returncode == 0, shown.stderr
+    assert json.loads(shown.stdout) == {"processed": 1, "unprocessable": 1}
+    assert _genuine_is_applied(bsettings, verp)()
+    again = outbox(bsettings, "bounces", "reprocess")
+    assert again.stdout.splitlines() == [
+        "processed 0 bounces",
+        "1 stored bounces set aside as unprocessable (email_bounce.error says why)",
+    ]
