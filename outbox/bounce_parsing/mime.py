@@ -20,8 +20,13 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from email.header import decode_header, make_header
 
-_TAG_RE = re.compile(r"<(?:script|style)\b.*?</(?:script|style)\s*>|<[^>]*>", re.S | re.I)
-_BLOCK_TAG_RE = re.compile(r"<\s*(?:br|/p|/div|/tr|/li|/h\d|/table)\b[^>]*>", re.I)
+# Every HTML pattern is linear in its input: a tag is matched up to the next
+# ``<`` or ``>`` (never across another ``<``), so no start position rescans the
+# text after it; ``<[^>]*>`` on a part of ``<`` characters was quadratic.
+_TAG_RE = re.compile(r"<[^<>]*>")
+_BLOCK_TAG_RE = re.compile(r"<\s*(?:br|/p|/div|/tr|/li|/h\d|/table)\b[^<>]*>", re.I)
+_HIDDEN_OPEN_RE = re.compile(r"<(script|style)\b", re.I)
+_HIDDEN_CLOSE_RE = {name: re.compile(rf"</{name}\s*>", re.I) for name in ("script", "style")}
 _BLANKS_RE = re.compile(r"[ \t\r\f\v]+")
 _PARAM_RE = re.compile(r';\s*([A-Za-z0-9*_.-]+)\s*=\s*("(?:[^"\\]|\\.)*"|[^;\s]*)')
 _HEADER_RE = re.compile(r"^([!-9;-~]+)[ \t]*:[ \t]*(.*)$")
@@ -30,6 +35,12 @@ _HEADER_RE = re.compile(r"^([!-9;-~]+)[ \t]*:[ \t]*(.*)$")
 RETURNED_TYPES = frozenset({"message/rfc822", "text/rfc822-headers", "message/rfc822-headers"})
 DSN_TYPES = frozenset({"message/delivery-status", "message/global-delivery-status"})
 _MAX_DEPTH = 20
+# How much of one part's text is read, and of the notification's text in all.
+# A failure report says what it has to say in its first few kilobytes; past
+# these a part is an attachment or a quoted original, and reading all of a
+# 10 MB body through the phrase patterns would take seconds.
+MAX_PART_TEXT = 256 * 1024
+MAX_NOTIFICATION_TEXT = 1024 * 1024
 
 
 @dataclass
@@ -64,17 +75,18 @@ class Part:
 
 def _split_head(text: str) -> tuple[list[tuple[str, str]], str]:
     """Header fields (unfolded, names lower-cased) and the remaining body."""
-    headers: list[tuple[str, str]] = []
+    # Each field's lines are gathered and joined once: appending every folded
+    # line to the value so far copied it again, quadratic in a long field.
+    fields: list[tuple[str, list[str]]] = []
     end = text.find("\n\n")
     head, body = (text, "") if end < 0 else (text[:end], text[end + 2 :])
     if text.startswith("\n"):
-        return headers, text[1:]
+        return [], text[1:]
     lines = head.split("\n")
     for index, line in enumerate(lines):
         if line[:1] in (" ", "\t"):
-            if headers:
-                name, value = headers[-1]
-                headers[-1] = (name, f"{value} {line.strip()}")
+            if fields:
+                fields[-1][1].append(line.strip())
             continue
         if line.startswith("From "):  # mbox separator
             continue
@@ -82,9 +94,13 @@ def _split_head(text: str) -> tuple[list[tuple[str, str]], str]:
         if match is None:
             # Not a header: the header block ended without a blank line.
             rest = "\n".join(lines[index:])
-            return headers, rest + ("\n\n" + body if end >= 0 else "")
-        headers.append((match.group(1).lower(), match.group(2).strip()))
-    return headers, body
+            return _unfolded(fields), rest + ("\n\n" + body if end >= 0 else "")
+        fields.append((match.group(1).lower(), [match.group(2).strip()]))
+    return _unfolded(fields), body
+
+
+def _unfolded(fields: list[tuple[str, list[str]]]) -> list[tuple[str, str]]:
+    return [(name, " ".join(pieces)) for name, pieces in fields]
 
 
 def _content_type(headers: list[tuple[str, str]], default: str) -> tuple[str, dict[str, str]]:
@@ -221,18 +237,35 @@ def _decode_charset(data: bytes, charset: str | None) -> str:
 
 
 def part_text(part: Part) -> str:
-    """Decoded text of a leaf part, HTML reduced to plain text."""
+    """Decoded text of a leaf part (its first ``MAX_PART_TEXT`` characters), HTML
+    reduced to plain text."""
     data = _decode_transfer(part).encode("latin-1")
     charset = param(part, "charset") or None
     if charset is None and b"\x1b$" in data:
         charset = "iso-2022-jp"  # JIS text sent without a charset label
-    text = _decode_charset(data, charset)
+    text = _decode_charset(data, charset)[:MAX_PART_TEXT]
     if part.ctype == "text/html":
         text = html_to_text(text)
     return text.replace("\r\n", "\n").replace("\r", "\n")
 
 
+def _without_scripts(text: str) -> str:
+    """``text`` less its script and style elements, in one pass: each search
+    starts where the last one ended; an element never closed is left as text."""
+    kept: list[str] = []
+    position = 0
+    while (opening := _HIDDEN_OPEN_RE.search(text, position)) is not None:
+        closing = _HIDDEN_CLOSE_RE[opening.group(1).lower()].search(text, opening.end())
+        if closing is None:
+            break  # nothing after it closes one either: one scan, not one per tag
+        kept += [text[position : opening.start()], " "]
+        position = closing.end()
+    kept.append(text[position:])
+    return "".join(kept)
+
+
 def html_to_text(text: str) -> str:
+    text = _without_scripts(text)
     text = _BLOCK_TAG_RE.sub("\n", text)
     text = _TAG_RE.sub(" ", text)
     text = html.unescape(text).replace("\xa0", " ")
@@ -254,12 +287,17 @@ def notification_texts(msg: Part) -> list[str]:
     """Human-readable text parts of the notification itself (not the returned mail).
 
     Prefers text/plain; an HTML part is used only when no plain part says anything.
+    Parts past the first ``MAX_NOTIFICATION_TEXT`` characters are not read.
     """
     plain: list[str] = []
     rich: list[str] = []
+    read = 0
     for part in walk(msg):
         if part.children:
             continue
+        if read >= MAX_NOTIFICATION_TEXT:
+            break
+        read += len(part.body)
         ctype = part.ctype
         if ctype.startswith("multipart/"):
             # A multipart whose boundary could not be found arrives as one opaque

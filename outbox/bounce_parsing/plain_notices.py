@@ -29,21 +29,24 @@ from outbox.bounce_parsing.addresses import ADDRESS_RE, same_address
 _A = ADDRESS_RE.pattern
 
 # Where the copy of the original message starts; everything after it is the
-# sender's own text and must not be read as the failure report.
+# sender's own text and must not be read as the failure report. The lead-in
+# and the dash runs are bounded and the lead-in stays on the marker's line:
+# unbounded, they rescanned the rest of the text from every line (quadratic
+# on a body of "> > >" lines or one long line of dashes).
 _MARKERS = re.compile(
-    r"^[\s>*=#-]*(?:"
-    r"-{2,}\s*(?:this is a copy of|original message|below this line|enclosed is)"
+    r"^(?:[^\S\n]|[>*=#-]){0,80}(?:"
+    r"-{2,80}\s*(?:this is a copy of|original message|below this line|enclosed is)"
     r"|(?:this is a copy of (?:the|your) message)"
     r"|below this line is a copy"
     r"|enclosed (?:is|are) (?:a copy|the original)"
     r"|included is a copy of the message"
     r"|original message (?:follows|headers|-{2,})"
-    r"|-{2,}\s*original message\s*-{2,}"
+    r"|-{2,80}\s*original message\s*-{2,}"
     r"|(?:the )?header of the original message"
     r"|unsent message follows"
-    r"|-{3,}\s*returned message"
+    r"|-{3,80}\s*returned message"
     r"|message headers follow"
-    r"|-{3,}\s*original (?:mail|message)"
+    r"|-{3,80}\s*original (?:mail|message)"
     r"|below is a copy of the original"
     r"|original message details"
     r"|your original message"
@@ -168,9 +171,15 @@ def _indent(line: str) -> int:
     return len(line) - len(line.lstrip())
 
 
+# Lines after a recipient read for its diagnostic: a server's answer takes a
+# few; without a bound, every recipient of a long notice read all of it.
+_BLOCK_LINES = 200
+
+
 def block_text(lines: list[str], anchor: Anchor, stop: int) -> str:
     """Diagnostic text belonging to ``anchor``: its own line and wrapped continuation
     if that says something, else the following lines up to ``stop``."""
+    stop = min(stop, anchor.line + 1 + _BLOCK_LINES)
     base = _indent(lines[anchor.line])
     own = [anchor.rest]
     for line in lines[anchor.line + 1 : stop]:
@@ -182,12 +191,14 @@ def block_text(lines: list[str], anchor: Anchor, stop: int) -> str:
     if informative(text):
         return text
     following: list[str] = []
+    checked = 0  # lines of ``following`` already searched for a code
     for line in lines[anchor.line + 1 : stop]:
         if not line.strip():
             # A paragraph that quoted the server's code is the answer; what follows
             # is boilerplate ("No action is required on your part ...").
-            if _has_code(" ".join(following)):
+            if _has_code(" ".join(following[checked:])):
                 break
+            checked = len(following)
             continue
         if not _RULE.match(line):
             following.append(line.strip())
@@ -198,6 +209,12 @@ def _has_code(text: str) -> bool:
     return bool(status_codes.find_all(text) or status_codes.find_reply_code(text) is not None)
 
 
+# Recipients one notice is read for. Each is matched against the others, so
+# the cost grows with their square: a notice naming thousands is a forgery or
+# a flood, and its first hundred say what the rest would.
+_MAX_RECIPIENTS = 100
+
+
 def recipient_blocks(section: str, known: list[str], exclude: list[str]) -> list[tuple[str, str]]:
     """(address, diagnostic) pairs for the failed recipients of a text section.
 
@@ -206,10 +223,10 @@ def recipient_blocks(section: str, known: list[str], exclude: list[str]) -> list
     addressee and the original sender, ignored unless nothing else is found.
     """
     lines = section.split("\n")
-    anchors = find_anchors(lines)
+    anchors = find_anchors(lines)[:_MAX_RECIPIENTS]
     wanted: list[str] = []
     if known:
-        wanted = list(known)
+        wanted = known[:_MAX_RECIPIENTS]
     else:
         strong = [a.address for a in anchors if a.strong]
         weak = [a.address for a in anchors if not a.strong]

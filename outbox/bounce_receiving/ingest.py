@@ -8,14 +8,16 @@ and the bounce server's start-up pick up what was left).
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
 from opentelemetry.trace import Link as TraceLink
 from opentelemetry.trace import Span, SpanKind
+from prometheus_client import Counter
 
 from outbox.bounce_parsing import BounceResult, parse_bounce, providers
+from outbox.bounce_receiving.parse_worker import ParseDeadlineExceeded
 from outbox.bounce_receiving.policy import Link, Via, effects, rights, soft_streak_reached
 from outbox.config import Settings
 from outbox.db.store import bounce_reports, connections, suppressions
@@ -33,6 +35,20 @@ from outbox.telemetry.tracing import (
 
 log = logging.getLogger(__name__)
 
+# How a message is parsed: in this thread (parse_bounce), or in a child process
+# within a deadline (outbox.bounce_receiving.parse_worker) where a message
+# could stop more than itself.
+Parse = Callable[[bytes], list[BounceResult]]
+
+UNPROCESSABLE = Counter(
+    "outbox_bounce_unprocessable",
+    "Stored bounces set aside because processing failed on them, by cause",
+    ["cause"],
+)
+CAUSES = ("parse_deadline", "error")
+for _cause in CAUSES:
+    UNPROCESSABLE.labels(_cause)  # present at 0 from the start
+
 
 @dataclass(frozen=True)
 class Processed:
@@ -43,13 +59,15 @@ class Processed:
     unprocessable: str | None = None  # set aside: why processing failed
 
 
-def process_bounce(conn: connections.Conn, bounce_id: int, settings: Settings) -> Processed | None:
+def process_bounce(
+    conn: connections.Conn, bounce_id: int, settings: Settings, parse: Parse = parse_bounce
+) -> Processed | None:
     """Parse one stored bounce and apply it; None if it was already processed."""
     stored = bounce_reports.load_bounce(conn, bounce_id)
     if stored is None or stored.processed_at is not None:
         return None
     if stored.source == "mail":
-        results = parse_bounce(stored.raw)
+        results = parse(stored.raw)
         link = _link(conn, stored, results, settings)
     else:
         report = providers.parse(stored.source, stored.raw)
@@ -180,37 +198,43 @@ def _bounce_attributes(
 
 
 def ingest(
-    conn: connections.Conn, raw: bytes, settings: Settings, envelope_to: str | None = None
+    conn: connections.Conn,
+    raw: bytes,
+    settings: Settings,
+    envelope_to: str | None = None,
+    parse: Parse = parse_bounce,
 ) -> Processed:
     """Store a bounce, commit, then process it (a pipe transport or a file)."""
     bounce_id = bounce_reports.store_bounce(conn, raw, envelope_to)
     connections.commit(conn)
-    processed = process_or_set_aside(conn, bounce_id, settings)
+    processed = process_or_set_aside(conn, bounce_id, settings, parse)
     assert processed is not None  # stored a moment ago
     return processed
 
 
-def process_pending(conn: connections.Conn, settings: Settings) -> int:
+def process_pending(conn: connections.Conn, settings: Settings, parse: Parse = parse_bounce) -> int:
     """Process every stored bounce not yet processed; returns how many."""
     done = 0
     for bounce_id in bounce_reports.unprocessed_bounces(conn):
-        if process_or_set_aside(conn, bounce_id, settings) is not None:
+        if process_or_set_aside(conn, bounce_id, settings, parse) is not None:
             done += 1
     return done
 
 
 def process_or_set_aside(
-    conn: connections.Conn, bounce_id: int, settings: Settings
+    conn: connections.Conn, bounce_id: int, settings: Settings, parse: Parse = parse_bounce
 ) -> Processed | None:
     """Process one stored report and commit; None if it was processed before.
 
     No report may stop the ones after it: one that fails for a reason of its
     own (a parser defect, a value the database refuses) is marked
-    unprocessable with the reason and skipped. A lost database connection is
-    not the report's fault: it stays unprocessed for the next run.
+    unprocessable with the reason and skipped, as is one that takes longer
+    than its deadline to parse: set aside once, never retried in a loop. A
+    lost database connection is not the report's fault: it stays unprocessed
+    for the next run.
     """
     try:
-        processed = process_bounce(conn, bounce_id, settings)
+        processed = process_bounce(conn, bounce_id, settings, parse)
         connections.commit(conn)
         return processed
     except Exception as exc:
@@ -220,6 +244,8 @@ def process_or_set_aside(
         reason = f"{type(exc).__name__}: {exc}"
         bounce_reports.mark_bounce_unprocessable(conn, bounce_id, reason)
         connections.commit(conn)
+        cause = "parse_deadline" if isinstance(exc, ParseDeadlineExceeded) else "error"
+        UNPROCESSABLE.labels(cause).inc()
         # The reason may quote the report; the log names only the kind of failure.
         log.warning("bounce #%d cannot be processed (%s); set aside", bounce_id, type(exc).__name__)
         return Processed(bounce_id, Link("none"), [], [], unprocessable=reason)

@@ -2,7 +2,10 @@
 
 It accepts mail only for the bounce domain (anything else: 550, never an open
 relay), stores the raw message in Postgres and commits, and only then answers
-250; processing runs afterwards from the stored copy.
+250; processing runs afterwards from the stored copy, one message at a time,
+each parsed in a child process within a deadline (outbox.bounce_receiving.
+parse_worker) so that no message can stop the SMTP event loop. It listens
+before it works through what was left unprocessed at its last stop.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from prometheus_client import Counter, start_http_server
 
 from outbox.bounce_receiving.budget import PeerBudget
 from outbox.bounce_receiving.ingest import process_or_set_aside, process_pending
+from outbox.bounce_receiving.parse_worker import ParseWorker
 from outbox.config import Settings
 from outbox.db.store import bounce_reports, connections
 from outbox.errors import ConfigError, OutboxError
@@ -125,6 +129,7 @@ class BounceServer:
         self.settings = settings
         self.pool = pool
         self.processor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="bounces")
+        self.parser = ParseWorker()  # used from the processor's one thread only
         self.budget = PeerBudget(settings.bounce_peer_bytes_per_hour)
         self.controller = _Controller(
             _Handler(self),
@@ -147,17 +152,23 @@ class BounceServer:
     def process(self, bounce_id: int) -> None:
         try:
             with self.pool.connection() as conn:
-                process_or_set_aside(conn, bounce_id, self.settings)
+                process_or_set_aside(conn, bounce_id, self.settings, self.parser.parse)
         except Exception:
             # The database is gone: it stays unprocessed and is picked up at the
             # next start or reprocess.
             log.exception("processing bounce #%d failed", bounce_id)
 
-    def start(self) -> None:
-        with self.pool.connection() as conn:
-            left = process_pending(conn, self.settings)
+    def process_backlog(self) -> None:
+        try:
+            with self.pool.connection() as conn:
+                left = process_pending(conn, self.settings, self.parser.parse)
+        except Exception:
+            log.exception("processing the bounces left from before failed")
+            return
         if left:
             log.info("processed %d bounces left from before", left)
+
+    def start(self) -> None:
         if self.settings.bounce_metrics_port:
             host, port = self.settings.metrics_host, self.settings.bounce_metrics_port
             self.metrics, _ = start_http_server(port, addr=host)
@@ -168,10 +179,13 @@ class BounceServer:
             self.settings.bounce_host,
             self.settings.bounce_port,
         )
+        # Listening first: a backlog of costly messages delays only itself.
+        self.processor.submit(self.process_backlog)
 
     def stop(self) -> None:
         self.controller.stop()
         self.processor.shutdown(wait=True)
+        self.parser.close()
         if self.metrics is not None:
             self.metrics.shutdown()
             self.metrics.server_close()

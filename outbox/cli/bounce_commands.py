@@ -12,11 +12,13 @@ from pathlib import Path
 from typing import Any
 
 from outbox.bounce_receiving import ingest as feedback
+from outbox.bounce_receiving.parse_worker import ParseWorker
 from outbox.bounce_receiving.smtp_server import serve
 from outbox.cli.database import connect
 from outbox.cli.output import Done, JsonLines, JsonResult, Printer, Redaction, Result, encode
 from outbox.cli.stop_signals import stop_on_signals
 from outbox.config import Settings
+from outbox.db.store import bounce_reports
 from outbox.redact import recipient_tag
 from outbox.telemetry.setup import setup_tracing
 
@@ -41,12 +43,17 @@ class Ingested(JsonResult):
 @dataclass(frozen=True, slots=True)
 class Reprocessed(JsonResult):
     processed: int  # stored bounces not processed before
+    unprocessable: int  # set aside, in all: processing failed or overran its deadline
 
     def json(self) -> Any:
-        return {"processed": self.processed}
+        return {"processed": self.processed, "unprocessable": self.unprocessable}
 
     def text(self) -> str:
-        return f"processed {self.processed} bounces"
+        return (
+            f"processed {self.processed} bounces\n"
+            f"{self.unprocessable} stored bounces set aside as unprocessable "
+            "(email_bounce.error says why)"
+        )
 
 
 def bounces(settings: Settings, args: argparse.Namespace, out: Printer) -> Result:
@@ -54,13 +61,15 @@ def bounces(settings: Settings, args: argparse.Namespace, out: Printer) -> Resul
     if args.action == "serve":
         serve(settings, stop_on_signals())
         return Done()
-    with connect(settings) as conn:
+    # Parsed in a child process within a deadline, as the bounce server does.
+    with connect(settings) as conn, ParseWorker() as parser:
         if args.action == "reprocess":
-            return Reprocessed(feedback.process_pending(conn, settings))
+            processed = feedback.process_pending(conn, settings, parser.parse)
+            return Reprocessed(processed, bounce_reports.count_unprocessable_bounces(conn))
         reports = []
         for path in args.files or ["-"]:
             raw = sys.stdin.buffer.read() if path == "-" else Path(path).read_bytes()
-            done = feedback.ingest(conn, raw, settings, envelope_to=args.to)
+            done = feedback.ingest(conn, raw, settings, envelope_to=args.to, parse=parser.parse)
             reports.append(_report(done, settings))
     return Ingested(reports)
 

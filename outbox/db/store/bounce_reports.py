@@ -161,3 +161,9 @@ def mark_bounce_unprocessable(conn: Conn, bounce_id: int, reason: str) -> None:
     args = {"id": bounce_id, "error": storable_text(f"unprocessable: {reason}"[:2000])}
     with translate_errors():
         conn.execute(queries["mark_bounce_unprocessable"], args)
+
+
+def count_unprocessable_bounces(conn: Conn) -> int:
+    with translate_errors():
+        row = conn.execute(queries["count_unprocessable_bounces"]).fetchone()
+    return int(row[0]) if row else 0

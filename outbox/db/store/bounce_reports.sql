@@ -70,3 +70,7 @@ ORDER BY id DESC LIMIT %(limit)s;
 UPDATE email_bounce
 SET processed_at = now(), link = 'none', results = '[]'::jsonb, error = %(error)s
 WHERE id = %(id)s AND processed_at IS NULL;
+
+-- count_unprocessable_bounces --
+-- Reports set aside because processing failed on them (kept, never retried).
+SELECT count(*) FROM email_bounce WHERE error LIKE 'unprocessable:%%';

@@ -115,6 +115,25 @@ def test_html_only_notice_is_converted() -> None:
     assert mime.notification_texts(msg) == ["User unknown\nx\n"]
 
 
+def test_html_scripts_and_styles_are_dropped_and_a_stray_angle_bracket_is_text() -> None:
+    html = "a<script>x</script>b<STYLE t>y</style >c<p>d</p>e<script>never closed"
+    assert mime.html_to_text(html) == "a b c d\ne never closed"
+    assert mime.html_to_text("1 < 2 <b>x</b>") == "1 < 2 x"
+
+
+def test_a_part_is_read_up_to_its_bound() -> None:
+    body = "x" * (mime.MAX_PART_TEXT + 10)
+    msg = mime.load(build("Content-Type: text/plain", "", body))
+    assert msg is not None
+    assert len(mime.part_text(msg)) == mime.MAX_PART_TEXT
+
+
+def test_a_long_folded_header_is_unfolded_whole() -> None:
+    msg = mime.load(build("Subject: a", *[f" w{i}" for i in range(1000)], "", "body"))
+    assert msg is not None
+    assert mime.header(msg, "Subject") == " ".join(["a", *[f"w{i}" for i in range(1000)]])
+
+
 def test_unlabelled_iso_2022_jp_is_recognised() -> None:
     body = "メール".encode("iso-2022-jp")
     msg = mime.load(b"Content-Type: text/plain\n\n" + body)
