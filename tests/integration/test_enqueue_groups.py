@@ -15,6 +15,7 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
+import httpx
 import psycopg
 import pytest
 
@@ -158,13 +159,31 @@ def test_many_concurrent_posts_through_outbox_web_each_answered_once(settings: S
     for api in running(dataclasses.replace(settings, web_pool_size=4)):  # one committer
         token = api.key()
 
-        def post(i: int, api: Api = api, token: str = token) -> tuple[int, Any]:
+        # A client per thread: 32 connections at once, none shared between threads.
+        local = threading.local()
+        clients: list[httpx.Client] = []
+
+        def post(
+            i: int,
+            api: Api = api,
+            token: str = token,
+            local: threading.local = local,
+            clients: list[httpx.Client] = clients,
+        ) -> tuple[int, Any]:
+            if not hasattr(local, "client"):
+                local.client = httpx.Client(timeout=30)
+                clients.append(local.client)
             key = f"web-{i % 150}"  # 50 of 200 repeat a key
-            answer = api.post("/v1/emails", token, BODY, key=key)
+            headers = {"Authorization": f"Bearer {token}", "Idempotency-Key": key}
+            answer = local.client.post(api.url + "/v1/emails", json=BODY, headers=headers)
             return answer.status_code, answer.json()
 
-        with concurrent.futures.ThreadPoolExecutor(32) as pool:
-            answers = list(pool.map(post, range(200)))
+        try:
+            with concurrent.futures.ThreadPoolExecutor(32) as pool:
+                answers = list(pool.map(post, range(200)))
+        finally:
+            for client in clients:
+                client.close()
         assert {status for status, _ in answers} <= {200, 202}
         assert sum(1 for status, _ in answers if status == 202) == 150
         by_key: dict[str, set[tuple[int, str]]] = {}
