@@ -35,7 +35,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from outbox.bounce_parsing import arf, parse_bounce, reasons, ses_email  # noqa: E402
+from outbox.bounce_parsing import arf, parse_bounce, product_rules, reasons, ses_email  # noqa: E402
 
 DEFAULT_CORPUS = ROOT.parent / "shared" / "corpus" / "bounces"
 
@@ -72,19 +72,19 @@ _NEVER = re.compile(r"(?!x)x")
 def without_products(products: frozenset[str]) -> Iterator[None]:
     """Switch off the product-keyed rules of ``products`` for the duration."""
     saved = (
-        reasons.ADDRESS_VERDICTS,
+        product_rules.ADDRESS_VERDICTS,
         reasons.OVERRIDE_HARD,
-        reasons.FILTER_UNKNOWN_USER,
+        product_rules.FILTER_UNKNOWN_USER,
         ses_email.parse,
         arf.JMRP_RECIPIENT,
     )
-    reasons.ADDRESS_VERDICTS = tuple(
-        r for r in reasons.ADDRESS_VERDICTS if r.product not in products
+    product_rules.ADDRESS_VERDICTS = tuple(
+        r for r in product_rules.ADDRESS_VERDICTS if r.product not in products
     )
     if "office365" in products:
         reasons.OVERRIDE_HARD = ()
     if "kddi" in products:
-        reasons.FILTER_UNKNOWN_USER = _NEVER
+        product_rules.FILTER_UNKNOWN_USER = _NEVER
     if "ses" in products:
         ses_email.parse = lambda text: []  # type: ignore[assignment]
     if "jmrp" in products:
@@ -93,9 +93,9 @@ def without_products(products: frozenset[str]) -> Iterator[None]:
         yield
     finally:
         (
-            reasons.ADDRESS_VERDICTS,
+            product_rules.ADDRESS_VERDICTS,
             reasons.OVERRIDE_HARD,
-            reasons.FILTER_UNKNOWN_USER,
+            product_rules.FILTER_UNKNOWN_USER,
             ses_email.parse,
             arf.JMRP_RECIPIENT,
         ) = saved

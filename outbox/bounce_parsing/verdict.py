@@ -19,7 +19,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from outbox.bounce_parsing import reasons, status_codes
+from outbox.bounce_parsing import product_rules, reasons, status_codes
 from outbox.bounce_parsing.bounce_result import HARD_REASONS, Failure, Klass, Reason
 
 __all__ = ["HARD_REASONS", "NOT_A_FAILURE", "BounceVerdict", "judge"]
@@ -214,7 +214,7 @@ def _receiver_says_gone(f: _Facts) -> bool:
     """The receiving system's own verdict that the address does not exist (a local
     delivery agent, a notice's headline, a provider's documented reply), whatever the
     SMTP stage: stronger than any reading of stage or code."""
-    return reasons.receiver_says_gone(f.texts, f.hosts)
+    return product_rules.receiver_says_gone(f.texts, f.hosts)
 
 
 def _confirmed(f: _Facts) -> bool:
@@ -225,7 +225,7 @@ def _confirmed(f: _Facts) -> bool:
 
 
 def _strong_unknown_user(f: _Facts) -> bool:
-    return any(reasons.UNKNOWN_USER_WORDING.search(t) for t in f.texts) or any(
+    return any(product_rules.UNKNOWN_USER_WORDING.search(t) for t in f.texts) or any(
         _says_dead(t) == Reason.USER_UNKNOWN for t in f.texts
     )
 
@@ -264,12 +264,12 @@ def _policy_refusal(reason: Reason, f: _Facts) -> bool:
 
 def _unknown_user_doubted(f: _Facts) -> tuple[Reason, str] | None:
     """Rows D4-D6: "user unknown" that a filter or the code contradicts."""
-    if reasons.FILTER_UNKNOWN_USER.search(f.diagnostic):
+    if product_rules.FILTER_UNKNOWN_USER.search(f.diagnostic):
         return Reason.FILTERED, "D4"  # "550 : User unknown", the mailbox left out
     if (
         f.stage == "data"
         and not (f.code or "").startswith("5.1.")
-        and any(reasons.UNKNOWN_USER_WORDING.search(t) for t in f.texts)
+        and any(product_rules.UNKNOWN_USER_WORDING.search(t) for t in f.texts)
     ):
         # D5: after DATA the recipient was already accepted at RCPT: a content or
         # sender filter speaking, not a directory lookup.
