@@ -14,7 +14,7 @@ from pathlib import Path
 from tests.django_project.settings import *  # noqa: F403
 from tests.django_project.settings import INSTALLED_APPS
 
-INSTALLED_APPS = ["django.contrib.auth", *INSTALLED_APPS]
+INSTALLED_APPS = ["django.contrib.auth", *INSTALLED_APPS, "tests.django_project.shop"]
 OUTBOX = {
     "OUTBOX_MESSAGE_ID_DOMAIN": "shop.example",
     "OUTBOX_SENDER_DOMAINS": "shop.example,outbox.localhost",
