@@ -8,6 +8,7 @@ rather than a 500 at the first ``send_mail``.
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from django.core.checks import Error
@@ -23,8 +24,12 @@ LOADING: list[str] = []
 def outbox_settings(app_configs: Any = None, **kwargs: Any) -> list[Error]:
     """Every problem with Outbox's settings, one Error each (``outbox.E001``)."""
     found = list(LOADING)
+    # Outbox in Django writes on Django's own connection and never opens
+    # DATABASE_URL, which a project may well hold in a form of its own
+    # (dj-database-url's postgis://): it is not this process's to judge.
+    environ = {k: v for k, v in os.environ.items() if k != "DATABASE_URL"}
     try:
-        settings = Settings.from_env()
+        settings = Settings.from_env(environ)
     except ConfigError as exc:
         found.append(str(exc))  # names the variable, never its value
     else:

@@ -28,7 +28,7 @@ def test_operations_states_the_small_profiles_connections_as_they_add_up() -> No
     worker, web = small_profile()
     text = " ".join((ROOT / "docs" / "operations.md").read_text(encoding="utf-8").split())
     assert f"with the defaults: {worker + web} at most" in text
-    assert f"3 + 2 × ({SMALL_THREADS + 2} + 2) = {worker}" in text
+    assert f"3 + 2 \u00d7 ({SMALL_THREADS + 2} + 2) = {worker}" in text  # the multiplication sign
     assert f"Together {worker} + {web} = {worker + web}" in text
     assert f"The small profile takes {worker + web} with its defaults" in text
 
