@@ -29,6 +29,18 @@ def wire_name(namespace: str, queue: str) -> str:
     return f"{namespace}.{queue}"
 
 
+def delete_queues(url: str, namespace: str, queues: list[str]) -> None:
+    """Delete ``namespace``'s RabbitMQ queues for ``queues`` (each with its .DQ and .XQ)."""
+    connection = pika.BlockingConnection(pika.URLParameters(url))
+    try:
+        channel = connection.channel()
+        for queue in queues:
+            for name in (queue, f"{queue}.DQ", f"{queue}.XQ"):
+                channel.queue_delete(queue=wire_name(namespace, name))
+    finally:
+        connection.close()
+
+
 class NamespacedRabbitmqBroker(RabbitmqBroker):
     def __init__(self, *, namespace: str, **kwargs: Any) -> None:
         super().__init__(**kwargs)

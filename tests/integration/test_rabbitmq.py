@@ -24,9 +24,10 @@ from outbox.models import Priority
 from outbox.rabbitmq_queues import wire_name
 from outbox.relay.publish import Publisher
 from outbox.testing.pipeline import Pipeline
+from outbox.testing.redis_keys import drop_namespace
 from outbox.testing.sink import SmtpSink
 from tests.integration.helpers import add_newsletter, query, statuses, wait_until
-from tests.rabbitmq import connect, depth, empty_queues, rabbitmqctl
+from tests.rabbitmq import connect, depth, empty_queues, queues, rabbitmqctl
 
 
 @pytest.fixture
@@ -93,6 +94,19 @@ def test_two_outboxes_on_one_vhost_keep_their_own_queues(amqp: Settings) -> None
     finally:
         ours.close()
         theirs.close()
+
+
+@pytest.mark.rabbitmq
+def test_a_run_that_owns_its_namespace_leaves_no_queue_behind(amqp: Settings) -> None:
+    broker = make_broker(amqp)
+    try:
+        Publisher(broker)(Priority.HIGH, [[1]])
+        Publisher(broker)(Priority.BULK, [[2]])
+    finally:
+        broker.close()
+    assert drop_namespace(amqp, amqp.namespace) == []
+    for queue in queues(amqp.namespace):
+        assert depth(amqp.broker_url, queue, missing=-1) == -1, queue  # gone
 
 
 def _drain(broker: dramatiq.Broker, queue: str) -> list[list[object]]:
