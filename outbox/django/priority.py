@@ -54,11 +54,15 @@ class PriorityMiddleware:
     """``MIDDLEWARE += ["outbox.django.PriorityMiddleware"]``: mail of listed views is high."""
 
     def __init__(self, get_response: Callable[[Any], Any]) -> None:
+        from django.apps import apps  # noqa: PLC0415
         from django.conf import settings  # noqa: PLC0415
         from django.utils.module_loading import import_string  # noqa: PLC0415
 
         self.get_response = get_response
-        names = getattr(settings, "OUTBOX_HIGH_PRIORITY_VIEWS", DEFAULT_HIGH_PRIORITY_VIEWS)
+        names = getattr(settings, "OUTBOX_HIGH_PRIORITY_VIEWS", None)
+        if names is None:  # the default, for a project that has Django's auth views at all
+            auth = apps.is_installed("django.contrib.auth")
+            names = DEFAULT_HIGH_PRIORITY_VIEWS if auth else ()
         self.marked = tuple(import_string(name) for name in names)
 
     def __call__(self, request: Any) -> Any:
