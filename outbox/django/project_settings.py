@@ -9,7 +9,7 @@ so a value in ``settings.py`` only fills what the environment leaves unset.
 unless ``OUTBOX_FROM`` is given either way.
 
 The values are put into this process's environment when the app loads
-(``os.environ.setdefault``), before anything reads a setting: Outbox's one
+(where it has none), before anything reads a setting: Outbox's one
 reader of settings (:mod:`outbox.config`) and the schema its statements are
 named in then see the same values, and so do the processes Django starts.
 """
@@ -64,7 +64,6 @@ def apply(django_settings: Any, environ: MutableMapping[str, str] | None = None)
     if django_settings.is_overridden("DEFAULT_FROM_EMAIL"):
         default_from = django_settings.DEFAULT_FROM_EMAIL
     added, problems = merged(getattr(django_settings, "OUTBOX", None), default_from, environ)
-    for name, value in added.items():
-        environ.setdefault(name, value)
+    environ.update(added)  # only names the environment leaves unset or empty
     default_settings.cache_clear()  # read again, with these
     return problems

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from outbox.django.priority import current, high_priority, listed
-from outbox.django.project_settings import NAMES, merged
+from outbox.django.project_settings import NAMES, apply, merged
 
 
 def test_settings_outbox_fills_what_the_environment_leaves_unset() -> None:
@@ -20,6 +20,39 @@ def test_settings_outbox_fills_what_the_environment_leaves_unset() -> None:
 def test_an_empty_environment_variable_counts_as_unset() -> None:
     added, _ = merged({"OUTBOX_SECRET": "s"}, None, {"OUTBOX_SECRET": ""})
     assert added == {"OUTBOX_SECRET": "s"}
+
+
+class ProjectSettings:
+    """Django's settings object, as far as apply reads it."""
+
+    def __init__(self, **values: object) -> None:
+        self.__dict__.update(values)
+
+    def is_overridden(self, name: str) -> bool:
+        return name in self.__dict__
+
+
+def test_apply_fills_the_environment_where_it_is_unset_or_empty() -> None:
+    environ = {"OUTBOX_SECRET": "", "OUTBOX_API_RATE": "80"}
+    project = ProjectSettings(
+        OUTBOX={"OUTBOX_SECRET": "from-settings", "OUTBOX_API_RATE": 50, "OUTBOX_FORM": "x"},
+        DEFAULT_FROM_EMAIL="Shop <shop@shop.example>",
+    )
+    problems = apply(project, environ)
+    assert environ == {
+        "OUTBOX_SECRET": "from-settings",
+        "OUTBOX_API_RATE": "80",
+        "OUTBOX_FROM": "Shop <shop@shop.example>",
+    }
+    assert problems == [
+        "settings.OUTBOX: 'OUTBOX_FORM' is no Outbox setting (see docs/configuration.md)"
+    ]
+
+
+def test_apply_takes_no_from_of_a_project_that_sets_none() -> None:
+    environ: dict[str, str] = {}
+    assert apply(ProjectSettings(), environ) == []
+    assert environ == {}
 
 
 def test_numbers_and_paths_are_written_as_text() -> None:
