@@ -49,11 +49,14 @@ def redis_namespace(namespace: str) -> str:
 def make_broker(settings: Settings) -> dramatiq.Broker:
     broker: dramatiq.Broker
     if broker_kind(settings.broker) == "rabbitmq":
-        from dramatiq.brokers.rabbitmq import RabbitmqBroker  # noqa: PLC0415 (pika on demand)
+        from outbox.rabbitmq_queues import NamespacedRabbitmqBroker  # noqa: PLC0415 (pika on demand)
 
         # Durable queues and persistent messages are Dramatiq's defaults for
         # RabbitMQ; confirms make enqueue return only once the broker has it.
-        broker = RabbitmqBroker(url=settings.broker, confirm_delivery=True)
+        # Queue names carry OUTBOX_NAMESPACE, as Redis keys do.
+        broker = NamespacedRabbitmqBroker(
+            namespace=settings.namespace, url=settings.broker, confirm_delivery=True
+        )
     else:
         broker = RedisBroker(  # type: ignore[no-untyped-call]
             url=settings.broker, namespace=redis_namespace(settings.namespace)
