@@ -12,6 +12,7 @@ three, which hand back what they have not sent within the shutdown timeout.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import signal
 import subprocess
@@ -53,7 +54,8 @@ def worker(settings: Settings, args: argparse.Namespace, out: Printer) -> Result
 def _become_dramatiq(settings: Settings, pool: worker_pools.Pool) -> None:
     if pool.niceness:
         os.nice(pool.niceness)  # kept across exec, by the pool's every process
-    liveness.forget_dead(liveness.state_dir(settings), f"worker-{pool.name}")
+    with contextlib.suppress(OSError):  # the pool's processes say so when they write
+        liveness.forget_dead(liveness.state_dir(settings), f"worker-{pool.name}")
     env = {**os.environ, **pool.dramatiq_env()}
     argv = [sys.executable, "-m", "dramatiq", *pool.dramatiq_args()]
     sys.stdout.flush()

@@ -188,7 +188,11 @@ BROKEN = [
     (["-m", "outbox.cli", "web", "--port", "0"],
      {"OUTBOX_POSTMARK_WEBHOOK_AUTH": "nocolon"}, "OUTBOX_POSTMARK_WEBHOOK_AUTH"),
     (["-m", "outbox.cli", "bounces", "serve"],
-     {"OUTBOX_BOUNCE_DOMAIN": ""}, "OUTBOX_BOUNCE_DOMAIN"),
+     {"OUTBOX_BOUNCE_DOMAIN": "bounces.example.com", "OUTBOX_SECRET": ""}, "OUTBOX_SECRET"),
+    (["-m", "outbox.cli", "worker", "high"], {"OUTBOX_WORKER_THREADS": "0"},
+     "OUTBOX_WORKER_THREADS"),
+    (["-m", "outbox.cli", "worker", "all"], {"OUTBOX_HIGH_IDLE_POLL_MS": "x"},
+     "OUTBOX_HIGH_IDLE_POLL_MS"),
     (["-m", "outbox.cli", "metrics"], {"DATABASE_URL": "mysql://db/x"}, "DATABASE_URL"),
     (["-m", "outbox.cli", "relay"], {"OUTBOX_FROM": "nobody"}, "OUTBOX_FROM"),
 ]  # fmt: skip
