@@ -14,10 +14,8 @@ from dataclasses import dataclass
 
 from outbox.cli.output import Printer, Redaction, Result
 from outbox.config import Settings
-from outbox.db.store import connections
 from outbox.errors import OutboxError
 from outbox.telemetry import liveness
-from outbox.telemetry.health import broker_health
 
 # Readiness: seconds each dependency has to answer, well inside a probe's timeout.
 _READY_TIMEOUT = 3
@@ -53,6 +51,10 @@ def health(settings: Settings, args: argparse.Namespace, out: Printer) -> Result
 
 
 def _not_ready(settings: Settings, names: list[str]) -> str:
+    # Imported here: a liveness probe runs often and needs neither driver.
+    from outbox.db.store import connections  # noqa: PLC0415
+    from outbox.telemetry.health import broker_health  # noqa: PLC0415
+
     try:
         with connections.connect(settings.database_url, timeout=_READY_TIMEOUT) as conn:
             connections.ping(conn)
