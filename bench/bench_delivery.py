@@ -1,7 +1,7 @@
 """Bulk throughput of the whole pipeline: this checkout against a baseline revision.
 
 The Procfile's processes (a relay for high and a niced one for bulk mail, one
-bulk worker process x 8 threads, as ``jobs/worker bulk`` starts it) drain a
+bulk worker process x 8 threads, as ``outbox worker bulk`` starts it) drain a
 newsletter of N emails into an SMTP relay, once per round, each round's
 processes running one of two source trees: this checkout, or a baseline
 revision (``--baseline``, default main) checked out with ``git worktree add``

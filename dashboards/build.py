@@ -4,9 +4,13 @@ The JSON files beside this script are generated; a test fails when they
 differ from what this code builds, and another runs every panel's query
 against a real Prometheus. The datasource is a variable (any Prometheus the
 Grafana knows; the provisioned one by default), and so are the scrape jobs of
-the exporter and of the workers: every selector carries ``job=~"$job"`` (or
-``$workers_job``), added by :func:`scoped`, so a dashboard imported next to
-other jobs, or into another Grafana, shows its own series only.
+the exporter and of the workers, and the deployment: every selector carries
+``deployment=~"$deployment", job=~"$job"`` (or ``$workers_job``), added by
+:func:`scoped`, so a dashboard imported next to other jobs, or into another
+Grafana, shows its own series only, and two deployments scraped by one
+Prometheus under the same job names are never summed together. The
+``deployment`` label is a target label the scrape configuration sets
+(otel/prometheus/prometheus.yml; on Kubernetes from the pod's labels).
 """
 
 from __future__ import annotations
@@ -36,6 +40,7 @@ from grafana_foundation_sdk.models.dashboard import (
 HERE = Path(__file__).resolve().parent
 DATASOURCE = DataSourceRef(type_val="prometheus", uid="${datasource}")
 JOB = "outbox"  # the exporter's scrape job (otel/prometheus/prometheus.yml)
+DEPLOYMENT = "outbox"  # its targets' deployment label there (OUTBOX_NAMESPACE's default)
 WORKERS_JOB = "outbox-workers"  # the Dramatiq metrics of both pools
 # The alert thresholds of otel/prometheus/rules.yml, drawn as lines.
 LOGIN_CODE_LATE = 60
@@ -62,7 +67,8 @@ def scoped(expr: str) -> str:
     def add(match: re.Match[str]) -> str:
         name, labels = match.group(1), match.group(2)
         job = "$workers_job" if name.startswith("dramatiq_") else "$job"
-        inner = f'job=~"{job}", {labels}' if labels else f'job=~"{job}"'
+        scope = f'deployment=~"$deployment", job=~"{job}"'
+        inner = f"{scope}, {labels}" if labels else scope
         return f"{name}{{{inner}}}"
 
     return _SELECTOR.sub(add, expr)
@@ -137,7 +143,7 @@ def _job_variable(name: str, label: str, metric: str, default: str) -> dash.Quer
         dash.QueryVariable(name)
         .label(label)
         .datasource(DATASOURCE)
-        .query(f"label_values({metric}, job)")
+        .query(f'label_values({metric}{{deployment=~"$deployment"}}, job)')
         .refresh(VariableRefresh.ON_DASHBOARD_LOAD)
         .current(VariableOption(text=default, value=default, selected=True))
         .include_all(False)
@@ -153,6 +159,15 @@ def _dashboard(uid: str, title: str, description: str) -> dash.Dashboard:
             .label("Prometheus")
             .type("prometheus")
             .current(VariableOption(text="Prometheus", value="prometheus", selected=True))
+        )
+        .with_variable(
+            dash.QueryVariable("deployment")
+            .label("Deployment")
+            .datasource(DATASOURCE)
+            .query("label_values(outbox_exporter_up, deployment)")
+            .refresh(VariableRefresh.ON_DASHBOARD_LOAD)
+            .current(VariableOption(text=DEPLOYMENT, value=DEPLOYMENT, selected=True))
+            .include_all(False)
         )
         .with_variable(_job_variable("job", "Exporter job", "outbox_exporter_up", JOB))
         .with_variable(

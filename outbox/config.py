@@ -124,6 +124,7 @@ class Settings:
     console_session_seconds: float = 8 * 3600.0  # a console session lasts this long
     grafana_url: str = ""  # the console links to these when set
     jaeger_url: str = ""
+    state_dir: str = ""  # each process's liveness file, for `outbox health`; empty: per namespace
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:

@@ -28,6 +28,8 @@ from outbox.config import Settings
 from outbox.db.store import bounce_reports, connections
 from outbox.errors import ConfigError, OutboxError
 from outbox.message.return_path import row_token_from_address
+from outbox.telemetry import liveness
+from outbox.telemetry.listen_ports import ensure_free
 
 log = logging.getLogger(__name__)
 # aiosmtpd logs every command at INFO ("sender: …") and every DATA line at
@@ -139,6 +141,8 @@ class BounceServer:
             ready_timeout=10,
         )
         self.metrics: WSGIServer | None = None
+        # The handler hands its work to threads: a loop that does not answer is stuck.
+        self.pulse = liveness.LoopPulse(limit=30.0)
 
     def store(self, raw: bytes, recipients: list[str]) -> int:
         """One copy for the recipient that carries a VERP token (else the first):
@@ -169,7 +173,13 @@ class BounceServer:
             log.info("processed %d bounces left from before", left)
 
     def start(self) -> None:
+        ensure_free(self.settings.bounce_host, self.settings.bounce_port, "OUTBOX_BOUNCE_PORT")
         if self.settings.bounce_metrics_port:
+            ensure_free(
+                self.settings.metrics_host,
+                self.settings.bounce_metrics_port,
+                "OUTBOX_BOUNCE_METRICS_PORT",
+            )
             host, port = self.settings.metrics_host, self.settings.bounce_metrics_port
             self.metrics, _ = start_http_server(port, addr=host)
         self.controller.start()
@@ -181,6 +191,14 @@ class BounceServer:
         )
         # Listening first: a backlog of costly messages delays only itself.
         self.processor.submit(self.process_backlog)
+
+    def not_listening(self) -> str | None:
+        """Why the SMTP listener does not serve, or None (the bounce server's liveness)."""
+        listener = self.controller.server
+        if listener is None or not listener.is_serving():
+            return "its SMTP listener is closed"
+        self.pulse.loop = self.controller.loop
+        return self.pulse.check()
 
     def stop(self) -> None:
         self.controller.stop()
@@ -200,7 +218,11 @@ def serve(settings: Settings, stop: threading.Event) -> None:
     ) as pool:
         server = BounceServer(settings, pool)
         server.start()
+        reporter = liveness.Reporter(
+            settings, "bounces", server.not_listening, stale_after=liveness.STALE_AFTER
+        ).start()
         try:
             stop.wait()
         finally:
+            reporter.stop()
             server.stop()

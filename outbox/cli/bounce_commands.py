@@ -20,6 +20,7 @@ from outbox.cli.stop_signals import stop_on_signals
 from outbox.config import Settings
 from outbox.db.store import bounce_reports
 from outbox.redact import recipient_tag
+from outbox.telemetry import liveness
 from outbox.telemetry.setup import setup_tracing
 
 
@@ -59,7 +60,10 @@ class Reprocessed(JsonResult):
 def bounces(settings: Settings, args: argparse.Namespace, out: Printer) -> Result:
     setup_tracing("outbox-bounces")  # each bounce joins its email's trace
     if args.action == "serve":
-        serve(settings, stop_on_signals())
+        if settings.bounce_domain:
+            serve(settings, stop_on_signals())
+        else:
+            _idle(settings)
         return Done()
     # Parsed in a child process within a deadline, as the bounce server does.
     with connect(settings) as conn, ParseWorker() as parser:
@@ -84,3 +88,22 @@ def _report(done: feedback.Processed, settings: Settings) -> dict[str, Any]:
         "suppressed": [recipient_tag(a, secret=settings.secret) for a in done.suppressed],
         "unprocessable": done.unprocessable is not None,
     }
+
+
+def _idle(settings: Settings) -> None:
+    """No bounce domain: nothing to receive. The process stays up, so that a Procfile
+    started as a whole (honcho, foreman) keeps its other processes running."""
+    print(
+        "outbox bounces: OUTBOX_BOUNCE_DOMAIN is not set, so no bounces are received:"
+        " idle until stopped (set it to receive bounces, or run a provider's webhooks)",
+        file=sys.stderr,
+        flush=True,
+    )
+    stop = stop_on_signals()
+    reporter = liveness.Reporter(
+        settings, "bounces", lambda: None, stale_after=liveness.STALE_AFTER
+    ).start()
+    try:
+        stop.wait()
+    finally:
+        reporter.stop()

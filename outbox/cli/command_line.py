@@ -278,4 +278,35 @@ def parser() -> argparse.ArgumentParser:  # noqa: PLR0915 (one statement per com
     )
     metrics.set_defaults(process="metrics")
     metrics.add_argument("--port", type=int, help="default: PORT, else OUTBOX_METRICS_PORT")
+    worker = command(
+        "worker",
+        "worker_command:worker",
+        "a send pool (high: login codes, bulk), or all: the relay and both pools",
+    )
+    worker.set_defaults(process="worker")
+    worker.add_argument("pool", choices=["high", "bulk", "all"])
+    worker.add_argument(
+        "-p", "--processes", type=int, help="worker processes (default OUTBOX_WORKER_PROCESSES, 1)"
+    )
+    worker.add_argument(
+        "-t",
+        "--threads",
+        type=int,
+        help="threads per process (default OUTBOX_WORKER_THREADS, 8; all: "
+        "OUTBOX_HIGH_THREADS and OUTBOX_BULK_THREADS, 2 each)",
+    )
+    health = command(
+        "health", "health_command:health", "liveness (and with --ready, readiness) for probes"
+    )
+    health.add_argument(
+        "--process",
+        dest="names",
+        action="append",
+        required=True,
+        metavar="NAME",
+        help="relay, relay-high, relay-bulk, worker-high, worker-bulk, bounces, web, metrics",
+    )
+    health.add_argument(
+        "--ready", action="store_true", help="also Postgres and, if it uses one, the broker"
+    )
     return found

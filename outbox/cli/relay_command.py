@@ -14,6 +14,7 @@ from outbox.relay.broker_watch import broker_watch
 from outbox.relay.loop import Relay
 from outbox.relay.publish import Publisher
 from outbox.relay.retention import Retention
+from outbox.telemetry import liveness
 from outbox.telemetry.log_once import quiet_pool_logs
 from outbox.telemetry.setup import setup_tracing
 
@@ -31,7 +32,7 @@ def relay(settings: Settings, args: argparse.Namespace, out: Printer) -> Result:
         prepare=settings.prepared_statements == "on",
         timeout=settings.pool_timeout,
     ) as pool:
-        priorities = [Priority(p) for p in args.priority or ("high", "bulk")]
+        priorities = sorted({Priority(p) for p in args.priority or ("high", "bulk")})
         broker = make_broker(settings)
         # Redis can be asked what it holds and whether it restarted; RabbitMQ's
         # durable queues keep what they were given, so nothing needs watching.
@@ -40,5 +41,13 @@ def relay(settings: Settings, args: argparse.Namespace, out: Printer) -> Result:
             if broker_kind(settings.broker) == "redis"
             else None
         )
-        Relay(settings, pool, Publisher(broker), priorities=priorities, watch=watch).run(stop)
+        relay = Relay(settings, pool, Publisher(broker), priorities=priorities, watch=watch)
+        name = f"relay-{priorities[0].value}" if len(priorities) == 1 else "relay"
+        reporter = liveness.Reporter(
+            settings, name, relay.stalled, stale_after=liveness.STALE_AFTER
+        ).start()
+        try:
+            relay.run(stop)
+        finally:
+            reporter.stop()
     return Done()

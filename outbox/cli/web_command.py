@@ -7,6 +7,7 @@ import argparse
 from outbox.cli.output import Done, Printer, Result
 from outbox.cli.stop_signals import stop_on_signals
 from outbox.config import Settings
+from outbox.telemetry.listen_ports import ensure_free
 from outbox.telemetry.metrics_server import metrics_registry
 from outbox.telemetry.setup import setup_tracing
 from outbox.web.server import serve
@@ -14,6 +15,7 @@ from outbox.web.server import serve
 
 def web(settings: Settings, args: argparse.Namespace, out: Printer) -> Result:
     setup_tracing("outbox-web")
+    ensure_free(args.host, args.port, "PORT (or --port)")
     if not settings.metrics_auth:
         serve(settings, args.host, args.port, stop_on_signals())
         return Done()

@@ -70,6 +70,7 @@ class Relay:
         self.watch = watch  # None: the broker cannot be asked, queued rows are never swept
         self.breaker_key = transport_key(settings)
         self._last_sweep = 0.0
+        self.last_loop = time.monotonic()  # the top of run()'s latest round: its liveness
         self._last_beat = -1e9
         self._last_epoch_check = -1e9
         self._probe_sent = -1e9
@@ -164,6 +165,7 @@ class Relay:
         self._connected_since = time.monotonic()
         try:
             while not stop.is_set():
+                self.last_loop = time.monotonic()
                 try:
                     self._beat()
                     self._check_broker()
@@ -204,6 +206,13 @@ class Relay:
             ):
                 processes.forget_process(conn, self.name)
             log.info("relay %s stopped", self.name)
+
+    def stalled(self) -> str | None:
+        """Why this relay's loop is not running, or None (its liveness)."""
+        late = time.monotonic() - self.last_loop
+        if late > self.settings.stuck_seconds:
+            return f"its loop last ran {late:.0f}s ago"
+        return None
 
     def _beat(self) -> None:
         if time.monotonic() - self._last_beat < self.settings.heartbeat_seconds():

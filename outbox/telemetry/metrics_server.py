@@ -19,8 +19,10 @@ from prometheus_client import start_http_server
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector, CollectorRegistry
 
+from outbox.config import Settings
 from outbox.db.store import connections, metrics_reads
 from outbox.errors import StoreError
+from outbox.telemetry import liveness
 from outbox.telemetry.metrics import (
     LATENCY_BUCKETS,
     PRIORITIES,
@@ -209,14 +211,28 @@ def serve(
     port: int,
     stop: threading.Event,
     extra: Sequence[Collector] = (),
+    liveness_of: Settings | None = None,
 ) -> None:
-    """Serve /metrics until ``stop`` is set; ``extra`` collectors add their figures."""
+    """Serve /metrics until ``stop`` is set; ``extra`` collectors add their figures;
+    with ``liveness_of``, keep the process's liveness file (``metrics``)."""
     registry, collector = metrics_registry(database_url, extra)
     server, thread = start_http_server(port, addr=host, registry=registry)
     log.info("metrics on http://%s:%d/metrics", host, server.server_port)
+    reporter = (
+        liveness.Reporter(
+            liveness_of,
+            "metrics",
+            lambda: liveness.thread_alive(thread, "its HTTP server"),
+            stale_after=liveness.STALE_AFTER,
+        ).start()
+        if liveness_of is not None
+        else None
+    )
     try:
         stop.wait()
     finally:
+        if reporter is not None:
+            reporter.stop()
         server.shutdown()
         server.server_close()
         thread.join(timeout=5)

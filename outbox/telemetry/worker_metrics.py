@@ -5,7 +5,7 @@ On only for a pool started with ``dramatiq_prom_db`` (and its own
 Each worker process writes its figures to files in that directory, and one
 exposition server per pool sums them, so two pools must never share it.
 That server is started by Dramatiq's master process, from its environment:
-``jobs/worker`` sets ``dramatiq_prom_host`` to loopback, and a pool started
+``outbox worker`` sets ``dramatiq_prom_host`` (OUTBOX_METRICS_HOST), and a pool started
 another way without it listens on every address (a warning says so).
 """
 
@@ -32,7 +32,7 @@ def add_worker_metrics(broker: dramatiq.Broker) -> bool:
     if not os.environ.get("dramatiq_prom_host"):  # noqa: SIM112 (Dramatiq reads this name)
         log.warning(
             "dramatiq_prom_host is not set: the worker metrics listen on 0.0.0.0; "
-            "start pools with jobs/worker, or set it (127.0.0.1)"
+            "start pools with `outbox worker`, or set it (127.0.0.1)"
         )
     broker.add_middleware(Prometheus())
     # Hooks run in reverse order after boot: this one empties the directory first.

@@ -17,6 +17,7 @@ operator console (:mod:`outbox.web.console`), served only when configured.
 
 from __future__ import annotations
 
+import asyncio
 import html
 import importlib.util
 import logging
@@ -44,6 +45,7 @@ from outbox.config import Settings
 from outbox.db.store import connections, lookups, suppressions
 from outbox.errors import ConfigError, StoreError
 from outbox.message import list_unsubscribe as unsubscribe
+from outbox.telemetry import liveness
 from outbox.web.client_address import client_address
 from outbox.web.connection_limits import RequestLimit, connection_ceiling
 from outbox.web.console import PREFIX as CONSOLE
@@ -285,6 +287,19 @@ def asgi_app(app: App, console: Console | None = None) -> Starlette:
     return Starlette(routes=routes)
 
 
+class _Server(uvicorn.Server):
+    """uvicorn's server, which lets :attr:`pulse` reach the event loop it runs on."""
+
+    def __init__(self, config: uvicorn.Config) -> None:
+        super().__init__(config)
+        # A request's blocking work runs in threads: a loop that does not answer is stuck.
+        self.pulse = liveness.LoopPulse(limit=30.0)
+
+    async def serve(self, sockets: list[socket.socket] | None = None) -> None:
+        self.pulse.loop = asyncio.get_running_loop()
+        await super().serve(sockets=sockets)
+
+
 class WebServer:
     """``outbox web`` on uvicorn: the socket is bound at once (port 0 works),
     served by :meth:`serve_forever` until :meth:`shutdown`."""
@@ -331,7 +346,7 @@ class WebServer:
             access_log=False,  # the request line carries the unsubscribe token
             log_config=None,
         )
-        self.server = uvicorn.Server(config)
+        self.server = _Server(config)
         self._stopped = threading.Event()
 
     def serve_forever(self) -> None:
@@ -379,9 +394,19 @@ def serve(
         thread = threading.Thread(target=server.serve_forever, name="outbox-web", daemon=True)
         thread.start()
         log.info("outbox web listening on %s:%d", host, server.server_address[1])
-        stop.wait()
-        server.shutdown()
-        server.server_close()
+
+        def alive() -> str | None:
+            return liveness.thread_alive(thread, "its server") or server.server.pulse.check()
+
+        reporter = liveness.Reporter(
+            settings, "web", alive, stale_after=liveness.STALE_AFTER
+        ).start()
+        try:
+            stop.wait()
+        finally:
+            reporter.stop()
+            server.shutdown()
+            server.server_close()
 
 
 def split_target(target: str) -> tuple[str, str]:

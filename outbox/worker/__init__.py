@@ -23,11 +23,18 @@ add_worker_metrics(broker)  # only for a pool started with dramatiq_prom_db
 dramatiq.set_broker(broker)
 
 from outbox.worker import actors  # noqa: E402  (after the broker, on purpose)
-from outbox.worker.middleware import Farewell, ShutdownSignal, Tracing, Warmup  # noqa: E402
+from outbox.worker.middleware import (  # noqa: E402
+    Farewell,
+    Liveness,
+    ShutdownSignal,
+    Tracing,
+    Warmup,
+)
 
 broker.add_middleware(ShutdownSignal(actors.stopping))
 broker.add_middleware(Tracing("outbox-worker"))
 broker.add_middleware(Warmup(actors.warm_up))
 broker.add_middleware(Farewell(actors.leave))
+broker.add_middleware(Liveness(actors.report_liveness, actors.stop_reporting))
 
 __all__ = ["actors", "broker", "settings"]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 from functools import cache
+from typing import Any
 
 import dramatiq
 
@@ -13,6 +14,7 @@ from outbox.db.store import connections
 from outbox.delivery.deliver import Delivery
 from outbox.models import Priority
 from outbox.pacing.pacer import pacer_for
+from outbox.telemetry import liveness
 from outbox.telemetry.log_once import quiet_pool_logs
 from outbox.transports.select import build_transport
 from outbox.worker.heartbeat import Heartbeat
@@ -78,3 +80,28 @@ def leave() -> None:
         # 30 s grace; rows whose results are left are swept once the process is silent.
         delivery().close(timeout=3.0)
     heartbeat().stop()
+
+
+_reporters: list[liveness.Reporter] = []
+
+
+def report_liveness(worker: Any) -> None:
+    """Keep this pool process's liveness file: its Dramatiq threads alive and its
+    heartbeat beating (``worker-high`` or ``worker-bulk``, by the queues it consumes)."""
+    pools = [q.removeprefix("email_") for q in heartbeat().queues]
+    name = "worker-" + "-".join(pools or ["high", "bulk"])
+
+    def check() -> str | None:
+        threads = [*worker.workers, *worker.consumers.values()]
+        dead = sum(1 for t in threads if not t.is_alive())
+        if dead:
+            return f"{dead} of its {len(threads)} Dramatiq threads have stopped"
+        return heartbeat().silence()
+
+    reporter = liveness.Reporter(default_settings(), name, check, stale_after=liveness.STALE_AFTER)
+    _reporters.append(reporter.start())
+
+
+def stop_reporting() -> None:
+    while _reporters:
+        _reporters.pop().stop()

@@ -69,6 +69,7 @@ class Heartbeat:
         self.exit_process = exit_process
         self.clock = clock
         self.wedged_since: float | None = None
+        self.last_run = clock()  # the latest beat tried, answered or not: its liveness
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._conn: connections.Conn | None = None
@@ -92,7 +93,18 @@ class Heartbeat:
 
     def _run(self) -> None:
         while not self._stop.wait(self.settings.heartbeat_seconds()):
+            self.last_run = self.clock()
             self.beat()
+
+    def silence(self) -> str | None:
+        """Why this heartbeat is not beating, or None: silent for OUTBOX_STUCK_SECONDS,
+        the process is presumed dead by the sweeper too."""
+        if self._thread is None or not self._thread.is_alive():
+            return "its heartbeat is not running"
+        late = self.clock() - self.last_run
+        if late > self.settings.stuck_seconds:
+            return f"its heartbeat last beat {late:.0f}s ago"
+        return None
 
     def beat(self) -> bool:
         """One beat, the return of rows no thread holds, and one pool check; False

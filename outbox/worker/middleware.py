@@ -135,3 +135,21 @@ class Farewell(dramatiq.Middleware):
             self.leave()
         except Exception:
             logging.getLogger(__name__).exception("leaving the process list failed")
+
+
+class Liveness(dramatiq.Middleware):
+    """Starts the worker process's liveness file once its threads run
+    (``outbox health --process worker-high``), and removes it at a clean stop."""
+
+    def __init__(self, start: Callable[[Any], None], stop: Callable[[], None]) -> None:
+        self.start = start
+        self.stop = stop
+
+    def after_worker_boot(self, broker: dramatiq.Broker, worker: Any) -> None:
+        try:
+            self.start(worker)
+        except Exception:
+            logging.getLogger(__name__).exception("starting the liveness file failed")
+
+    def before_worker_shutdown(self, broker: dramatiq.Broker, worker: Any) -> None:
+        self.stop()

@@ -1,5 +1,5 @@
 """The worker pools' Dramatiq metrics listen on loopback, as SECURITY.md says:
-`jobs/worker` started as the Procfile starts it (a real pool on real Redis)."""
+`outbox worker high` started as the Procfile starts it (a real pool on real Redis)."""
 
 from __future__ import annotations
 
@@ -17,8 +17,6 @@ import pytest
 from outbox.config import Settings
 
 pytestmark = pytest.mark.slow  # a worker pool started and stopped
-
-ROOT = Path(__file__).resolve().parents[2]
 
 
 def _free_port() -> int:
@@ -53,14 +51,14 @@ def test_regression_worker_metrics_listen_on_loopback_only(
     port = _free_port()
     env = {**os.environ, **dataclasses.replace(settings).to_env()}
     env["PATH"] = f"{Path(sys.executable).parent}:{env['PATH']}"
-    env["DRAMATIQ_PROM_PORT"] = str(port)
-    env["DRAMATIQ_PROM_DB"] = str(tmp_path / "prom")
-    for name in ("dramatiq_prom_host", "DRAMATIQ_PROM_HOST"):
+    env["OUTBOX_HIGH_METRICS_PORT"] = str(port)
+    env["OUTBOX_WORKER_METRICS_DIR"] = str(tmp_path / "prom")
+    for name in ("dramatiq_prom_host", "OUTBOX_METRICS_HOST"):
         env.pop(name, None)
     log = tmp_path / "worker.log"
     with log.open("wb") as out:
         proc = subprocess.Popen(
-            [str(ROOT / "jobs" / "worker"), "high"], env=env, stdout=out,
+            [sys.executable, "-m", "outbox.cli", "worker", "high"], env=env, stdout=out,
             stderr=subprocess.STDOUT, start_new_session=True,
         )  # fmt: skip
     try:

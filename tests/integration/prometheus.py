@@ -85,7 +85,8 @@ def prometheus(tmp_path: Path, targets: Mapping[str, Sequence[str]]) -> Iterator
     config["global"] = {"scrape_interval": "1s", "evaluation_interval": "1s"}
     config["rule_files"] = [str(PROMETHEUS_DIR / rule) for rule in config["rule_files"]]
     for job in config["scrape_configs"]:
-        job["static_configs"] = [{"targets": list(targets[job["job_name"]])}]
+        labels = job["static_configs"][0].get("labels", {})  # the deployment, as shipped
+        job["static_configs"] = [{"targets": list(targets[job["job_name"]]), "labels": labels}]
     path = tmp_path / "prometheus.yml"
     path.write_text(yaml.safe_dump(config))
     port = free_port()

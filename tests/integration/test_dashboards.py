@@ -32,6 +32,7 @@ GRAFANA_VARIABLES = {
     "$__interval": "1s",
     "$workers_job": "outbox-workers",
     "$job": "outbox",
+    "$deployment": "outbox",
 }
 
 
@@ -106,13 +107,14 @@ def test_panels_take_the_datasource_and_jobs_from_variables() -> None:
     for name in DASHBOARDS:
         board = json.loads((HERE / name).read_text())
         assert {v["name"] for v in board["templating"]["list"]} == {
-            "datasource", "job", "workers_job"
+            "datasource", "deployment", "job", "workers_job"
         }  # fmt: skip
         panels = [p for p in board["panels"] if p.get("type") != "row"]
         assert {p["datasource"]["uid"] for p in panels} == {"${datasource}"}, name
     for name, title, expr in panel_queries():
         selectors = re.findall(r"\b(?:outbox|dramatiq)_[a-z0-9_]+(\{[^}]*\})?", expr)
         assert all('job=~"$' in s for s in selectors), (name, title, expr)
+        assert all('deployment=~"$deployment"' in s for s in selectors), (name, title, expr)
         # A counter is read through increase() or rate(): it restarts with its process.
         for counter in re.findall(r"\b\w+_total\b", expr):
             assert re.search(rf"(?:increase|rate)\({counter}\b", expr), (name, title, expr)

@@ -188,7 +188,11 @@ BROKEN = [
     (["-m", "outbox.cli", "web", "--port", "0"],
      {"OUTBOX_POSTMARK_WEBHOOK_AUTH": "nocolon"}, "OUTBOX_POSTMARK_WEBHOOK_AUTH"),
     (["-m", "outbox.cli", "bounces", "serve"],
-     {"OUTBOX_BOUNCE_DOMAIN": ""}, "OUTBOX_BOUNCE_DOMAIN"),
+     {"OUTBOX_BOUNCE_DOMAIN": "bounces.example.com", "OUTBOX_SECRET": ""}, "OUTBOX_SECRET"),
+    (["-m", "outbox.cli", "worker", "high"], {"OUTBOX_WORKER_THREADS": "0"},
+     "OUTBOX_WORKER_THREADS"),
+    (["-m", "outbox.cli", "worker", "all"], {"OUTBOX_HIGH_IDLE_POLL_MS": "x"},
+     "OUTBOX_HIGH_IDLE_POLL_MS"),
     (["-m", "outbox.cli", "metrics"], {"DATABASE_URL": "mysql://db/x"}, "DATABASE_URL"),
     (["-m", "outbox.cli", "relay"], {"OUTBOX_FROM": "nobody"}, "OUTBOX_FROM"),
 ]  # fmt: skip
@@ -216,21 +220,27 @@ def test_a_process_with_a_broken_setting_exits_naming_it(
 
 
 def test_the_procfile_worker_entry_starts_the_installed_worker(settings: Settings) -> None:
-    # jobs/worker only adds pool settings: a broken setting reaches outbox.worker's check.
+    # `outbox worker` checks the worker's settings before it becomes Dramatiq.
     env = {**os.environ, **settings.to_env(), "SMTP_URL": "htp://foo"}
-    env["PATH"] = f"{Path(sys.executable).parent}:{env['PATH']}"
+    worker = [sys.executable, "-m", "outbox.cli", "worker"]
     done = subprocess.run(
-        [str(ROOT / "jobs" / "worker"), "bulk"],
-        env=env, capture_output=True, text=True, timeout=10, check=False,
-    )  # fmt: skip
+        [*worker, "bulk"], env=env, capture_output=True, text=True, timeout=10, check=False
+    )
     assert done.returncode == 2
     assert "outbox worker: cannot start: SMTP_URL" in done.stderr
+    env = {**os.environ, **settings.to_env(), "OUTBOX_BULK_NICENESS": "25"}
+    bad_pool = subprocess.run(
+        [*worker, "bulk"], env=env, capture_output=True, text=True, timeout=10, check=False
+    )
+    assert bad_pool.returncode == 2
+    assert bad_pool.stderr.strip().splitlines() == [
+        "outbox worker: cannot start: OUTBOX_BULK_NICENESS must be a whole number from 0 to 19"
+    ]
     unknown = subprocess.run(
-        [str(ROOT / "jobs" / "worker"), "newsletters"],
-        env=env, capture_output=True, text=True, timeout=10, check=False,
-    )  # fmt: skip
+        [*worker, "newsletters"], env=env, capture_output=True, text=True, timeout=10, check=False
+    )
     assert unknown.returncode == 2
-    assert "unknown pool" in unknown.stderr
+    assert "invalid choice: 'newsletters'" in unknown.stderr
     procfile = (ROOT / "Procfile").read_text()
-    assert "worker_high: jobs/worker high" in procfile
-    assert "dramatiq jobs" not in procfile
+    assert "worker_high: outbox worker high" in procfile
+    assert "jobs/" not in procfile

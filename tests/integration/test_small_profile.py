@@ -19,10 +19,8 @@ from outbox.config import Settings
 from outbox.testing.sink import SmtpSink
 from tests.integration.helpers import LOGIN, add_newsletter, query, statuses, wait_until
 
-# jobs/small's three processes as children, each test a scenario of seconds.
+# `outbox worker all`'s three processes as children, each test a scenario of seconds.
 pytestmark = pytest.mark.slow
-
-ROOT = Path(__file__).resolve().parents[2]
 
 
 @contextmanager
@@ -31,11 +29,11 @@ def small_worker(
 ) -> Iterator[subprocess.Popen[bytes]]:
     env = {**os.environ, **dataclasses.replace(settings, smtp_url=sink.url).to_env()}
     env["PATH"] = f"{Path(sys.executable).parent}:{env['PATH']}"
-    env["DRAMATIQ_PROM_PORT"] = "0"
+    env["OUTBOX_HIGH_METRICS_PORT"] = env["OUTBOX_BULK_METRICS_PORT"] = "0"
     with log.open("wb") as out:
         proc = subprocess.Popen(
-            [str(ROOT / "jobs" / "small")], env=env, stdout=out, stderr=subprocess.STDOUT,
-            start_new_session=True,
+            [sys.executable, "-m", "outbox.cli", "worker", "all"], env=env, stdout=out,
+            stderr=subprocess.STDOUT, start_new_session=True,
         )  # fmt: skip
         try:
             yield proc
@@ -70,8 +68,8 @@ def test_one_process_type_sends_login_codes_and_newsletters(
         workers = {r[0] for r in query(settings, "SELECT kind FROM outbox_process")}
         assert workers == {"relay", "worker"}
         proc.send_signal(signal.SIGTERM)
-        # The signal ends the script's wait (128 + SIGTERM) once all three have stopped;
-        # the workers' own bound is jobs/worker's --worker-shutdown-timeout.
+        # The signal ends the command (128 + SIGTERM) once all three have stopped;
+        # the workers' own bound is OUTBOX_WORKER_SHUTDOWN_SECONDS.
         assert proc.wait(40) == 128 + signal.SIGTERM, log.read_text()[-2000:]
         wait_until(lambda: query(settings, "SELECT count(*) FROM outbox_process") == [(0,)], 10)
     hosts = {

@@ -1,4 +1,4 @@
-"""The dashboards' queries take their scrape jobs from the dashboard's variables."""
+"""The dashboards' queries take their deployment and scrape jobs from the dashboard's variables."""
 
 from __future__ import annotations
 
@@ -6,26 +6,29 @@ import pytest
 
 from dashboards.build import scoped
 
+JOB = 'deployment=~"$deployment", job=~"$job"'
+WORKERS = 'deployment=~"$deployment", job=~"$workers_job"'
+
 
 @pytest.mark.parametrize(
     ("expr", "expected"),
     [
-        ("sum(outbox_sent_total)", 'sum(outbox_sent_total{job=~"$job"})'),
+        ("sum(outbox_sent_total)", f"sum(outbox_sent_total{{{JOB}}})"),
         (
             'max(outbox_oldest_unsent_age_seconds{priority="high"})',
-            'max(outbox_oldest_unsent_age_seconds{job=~"$job", priority="high"})',
+            f'max(outbox_oldest_unsent_age_seconds{{{JOB}, priority="high"}})',
         ),
         (
             "sum by (priority) (rate(outbox_sent_total[$__rate_interval]))",
-            'sum by (priority) (rate(outbox_sent_total{job=~"$job"}[$__rate_interval]))',
+            f"sum by (priority) (rate(outbox_sent_total{{{JOB}}}[$__rate_interval]))",
         ),
         (
             "sum by (queue_name) (rate(dramatiq_messages_total[5m]))",
-            'sum by (queue_name) (rate(dramatiq_messages_total{job=~"$workers_job"}[5m]))',
+            f"sum by (queue_name) (rate(dramatiq_messages_total{{{WORKERS}}}[5m]))",
         ),
         (
             "sum(outbox_bounces_24h) / sum(outbox_sent_24h)",
-            'sum(outbox_bounces_24h{job=~"$job"}) / sum(outbox_sent_24h{job=~"$job"})',
+            f"sum(outbox_bounces_24h{{{JOB}}}) / sum(outbox_sent_24h{{{JOB}}})",
         ),
         ("label_values(up, job)", "label_values(up, job)"),  # no outbox metric: untouched
     ],

@@ -19,12 +19,9 @@ def test_every_setting_has_its_readers() -> None:
         assert preflight.readers(field.name), field.name
 
 
-def test_the_defaults_start_every_process_but_the_unconfigured_bounce_server() -> None:
-    defaults = Settings()
-    assert preflight.problems(defaults, ["app", "relay", "worker", "web", "metrics"]) == []
-    assert preflight.problems(defaults, ["bounces"]) == [
-        "OUTBOX_BOUNCE_DOMAIN must be set to receive bounces"
-    ]
+def test_the_defaults_start_every_process() -> None:
+    # The bounce server without OUTBOX_BOUNCE_DOMAIN starts too, idle (it says so).
+    assert preflight.problems(Settings()) == []
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,158 @@
+"""The two worker pools' process settings, and the Dramatiq command line each runs.
+
+``outbox worker high|bulk`` reads these and becomes ``dramatiq outbox.worker``
+for its queue; ``outbox worker all`` runs the relay and both pools as children.
+Pure: the settings come from a mapping (the environment at the command's edge).
+
+Login codes get a short idle poll (5 ms) so they never wait on the broker
+consumer's backoff; bulk workers poll lazily and yield the CPU to the relay and
+to the login-code pool (niceness 10). Each pool's Dramatiq metrics have a port
+of their own and a directory of their own, because one exposition server sums
+the files of its directory: two pools must never share either.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from outbox.errors import ConfigError
+
+POOLS = ("high", "bulk")
+
+# name: (default, lowest, highest); every one is a whole number.
+_LIMITS: dict[str, tuple[int, int, int]] = {
+    "OUTBOX_WORKER_PROCESSES": (1, 1, 64),
+    "OUTBOX_WORKER_THREADS": (8, 1, 256),
+    "OUTBOX_WORKER_SHUTDOWN_SECONDS": (25, 1, 3600),
+    "OUTBOX_HIGH_THREADS": (2, 1, 256),
+    "OUTBOX_BULK_THREADS": (2, 1, 256),
+    "OUTBOX_HIGH_IDLE_POLL_MS": (5, 1, 60_000),
+    "OUTBOX_BULK_IDLE_POLL_MS": (200, 1, 60_000),
+    "OUTBOX_HIGH_NICENESS": (0, 0, 19),
+    "OUTBOX_BULK_NICENESS": (10, 0, 19),
+    "OUTBOX_HIGH_METRICS_PORT": (9191, 0, 65535),
+    "OUTBOX_BULK_METRICS_PORT": (9192, 0, 65535),
+}
+
+
+@dataclass(frozen=True)
+class Pool:
+    """One pool's settings: what ``outbox worker high`` (or ``bulk``) runs with."""
+
+    name: str  # high | bulk
+    processes: int
+    threads: int
+    idle_poll_ms: int  # Dramatiq's dramatiq_worker_timeout: the idle consumer's longest poll
+    niceness: int
+    metrics_port: int  # the pool's Dramatiq metrics; 0: none
+    metrics_host: str
+    metrics_dir: Path
+    shutdown_seconds: int
+
+    @property
+    def queue(self) -> str:
+        return f"email_{self.name}"
+
+    def dramatiq_args(self) -> list[str]:
+        """Dramatiq's arguments after ``dramatiq``: the package, the queue, the sizes."""
+        return [
+            "outbox.worker",
+            "-Q",
+            self.queue,
+            "-p",
+            str(self.processes),
+            "-t",
+            str(self.threads),
+            "--worker-shutdown-timeout",
+            str(self.shutdown_seconds * 1000),
+        ]
+
+    def dramatiq_env(self) -> dict[str, str]:
+        """The environment Dramatiq reads these settings from (its own lower-case names)."""
+        env = {"dramatiq_worker_timeout": str(self.idle_poll_ms)}
+        if self.metrics_port:
+            env |= {
+                "dramatiq_prom_port": str(self.metrics_port),
+                "dramatiq_prom_host": self.metrics_host,
+                "dramatiq_prom_db": str(self.metrics_dir),
+            }
+        return env
+
+
+def pool_settings(
+    name: str,
+    environ: Mapping[str, str],
+    *,
+    namespace: str,
+    metrics_host: str,
+    processes: int | None = None,
+    threads: int | None = None,
+) -> Pool:
+    """Pool ``name``'s settings; ``processes`` and ``threads`` (the -p and -t flags) win
+    over the environment. A ConfigError names the first setting that cannot work."""
+    if name not in POOLS:
+        raise ConfigError(f"unknown worker pool {name!r} (high, bulk or all)")
+    prefix = f"OUTBOX_{name.upper()}_"
+    return Pool(
+        name=name,
+        processes=_flag("-p/--processes", processes)
+        or whole_number(environ, "OUTBOX_WORKER_PROCESSES"),
+        threads=_flag("-t/--threads", threads) or whole_number(environ, "OUTBOX_WORKER_THREADS"),
+        idle_poll_ms=whole_number(environ, prefix + "IDLE_POLL_MS"),
+        niceness=whole_number(environ, prefix + "NICENESS"),
+        metrics_port=whole_number(environ, prefix + "METRICS_PORT"),
+        metrics_host=metrics_host,
+        metrics_dir=metrics_dir(environ, namespace) / name,
+        shutdown_seconds=whole_number(environ, "OUTBOX_WORKER_SHUTDOWN_SECONDS"),
+    )
+
+
+def small_profile_threads(environ: Mapping[str, str], threads: int | None = None) -> dict[str, int]:
+    """Threads of each pool in ``outbox worker all``: -t for both, else each its own."""
+    if _flag("-t/--threads", threads):
+        return dict.fromkeys(POOLS, threads or 0)
+    return {pool: whole_number(environ, f"OUTBOX_{pool.upper()}_THREADS") for pool in POOLS}
+
+
+def metrics_dir(environ: Mapping[str, str], namespace: str) -> Path:
+    """Where the pools' metric files go: per OUTBOX_NAMESPACE unless set, so that two
+    deployments on one host never sum each other's figures."""
+    chosen = environ.get("OUTBOX_WORKER_METRICS_DIR", "")
+    if chosen:
+        return Path(chosen)
+    return Path(tempfile.gettempdir()) / f"outbox-metrics-{namespace}"
+
+
+def whole_number(environ: Mapping[str, str], name: str) -> int:
+    default, lowest, highest = _LIMITS[name]
+    raw = environ.get(name, "").strip()
+    if not raw:
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ConfigError(f"{name} must be a whole number from {lowest} to {highest}") from None
+    if not lowest <= value <= highest:
+        raise ConfigError(f"{name} must be a whole number from {lowest} to {highest}")
+    return value
+
+
+def _flag(name: str, value: int | None) -> int | None:
+    if value is not None and value < 1:
+        raise ConfigError(f"{name} must be 1 or more")
+    return value
+
+
+def check_all(environ: Mapping[str, str]) -> None:
+    """Every pool setting, read once: a ConfigError on the first that cannot work."""
+    for name in _LIMITS:
+        whole_number(environ, name)
+    ports = [whole_number(environ, f"OUTBOX_{p.upper()}_METRICS_PORT") for p in POOLS]
+    if ports[0] and ports[0] == ports[1]:
+        raise ConfigError(
+            "OUTBOX_HIGH_METRICS_PORT and OUTBOX_BULK_METRICS_PORT must differ: "
+            "each pool's metrics server sums only its own pool's figures"
+        )
