@@ -45,10 +45,13 @@ LAYERS: list[set[str]] = [
         "web.console_auth",
         "web.console_query",
         "web.chart",
+        "domain_auth",
     },  # pure core
     # I/O edges; validate and fields are pure but for the address library
-    {"db", "transports", "message", "pacing", "broker", "telemetry", "validate", "fields"},
-    {"delivery", "relay", "bounce_receiving", "intake", "cancelling", "preflight"},  # orchestration
+    {"db", "transports", "message", "pacing", "broker", "telemetry", "validate", "fields"}
+    | {"domain_auth.dns_lookups"},
+    {"delivery", "relay", "bounce_receiving", "intake", "cancelling", "preflight"}
+    | {"domain_auth.checker"},  # orchestration
     {"cli", "worker", "web", "testing", "django"},  # processes (django: an app in yours)
 ]
 DRIVERS = {"psycopg", "psycopg_pool", "dramatiq", "redis", "smtplib", "httpx", "boto3"}
