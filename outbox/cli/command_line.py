@@ -276,4 +276,14 @@ def parser() -> argparse.ArgumentParser:  # noqa: PLR0915 (one statement per com
     )
     metrics.set_defaults(process="metrics")
     metrics.add_argument("--port", type=int, help="default: PORT, else OUTBOX_METRICS_PORT")
+    domain = command(
+        "domain", {"check": "domain_commands:check"}, "SPF, DKIM, DMARC, MTA-STS of sending domains"
+    )
+    domain.add_argument("action", choices=["check"])
+    domain.add_argument("domains", nargs="*", metavar="DOMAIN", help="default: every sending one")
+    domain.add_argument("--nameserver", default="", metavar="HOST:PORT", help="the DNS to ask")
+    domain.add_argument(
+        "--expect-include", default="", metavar="DOMAIN", help="SPF must include this domain"
+    )
+    domain.add_argument("--json", action="store_true", help="machine-readable output")
     return found

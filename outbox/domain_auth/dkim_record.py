@@ -108,7 +108,12 @@ def judge_dkim(domain: str, name: str, answer: Answer, ours: PublicKey) -> Findi
         problems.append(
             warning("a 1024-bit RSA key", "sign with a 2048-bit key (and publish its record)")
         )
-    return judged(domain, "dkim", f"{name}: {key.algorithm} key {key.fingerprint}", problems)
+    said = (
+        f"{name}: {key.algorithm} key"
+        if problems
+        else f"{name}: {key.algorithm} key {key.fingerprint}"
+    )
+    return judged(domain, "dkim", said, problems)
 
 
 def _rsa_bits(key: PublicKey) -> int:

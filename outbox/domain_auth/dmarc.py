@@ -99,8 +99,7 @@ def dmarc_record(answers: list[tuple[str, Answer]]) -> tuple[str, str] | Problem
     first = answers[0][0]
     return error(
         f"no DMARC record at {' or '.join(n for n, _ in answers)}",
-        f'publish TXT at {first}: "v=DMARC1; p=none; rua=mailto:dmarc-reports@'
-        f'{organisational_domain(first.removeprefix("_dmarc."))}"',
+        f'publish TXT at {first}: "v=DMARC1; p=none; rua=mailto:<a mailbox you read>"',
     )
 
 

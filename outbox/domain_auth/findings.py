@@ -70,6 +70,18 @@ def judged(domain: str, check: str, found: str, problems: Iterable[Problem]) -> 
     return Finding(domain, check, worst.state, f"{found}: {said}" if found else said, worst.fix)
 
 
+def finding_lines(findings: Iterable[Finding], *, only_fixes: bool = False) -> list[str]:
+    """Each finding on a line, and under it the one line of what to publish."""
+    lines = []
+    for f in findings:
+        if only_fixes and not f.fix:
+            continue
+        lines.append(f"  {f.state.word:<8} {f.check:<10} {f.found}")
+        if f.fix:
+            lines.append(f"  {'':<8} {'':<10} fix: {f.fix}")
+    return lines
+
+
 def worst(findings: Iterable[Finding]) -> State:
     return max((f.state for f in findings), default=State.OK)
 

@@ -147,7 +147,7 @@ def _policy_problems(
 
 def judge_tls_rpt(domain: str, answer: Answer) -> Finding:
     name = f"_smtp._tls.{domain}"
-    publish = f'publish TXT at {name}: "v=TLSRPTv1; rua=mailto:tls-reports@{domain}"'
+    publish = f'publish TXT at {name}: "v=TLSRPTv1; rua=mailto:<a mailbox you read>"'
     if answer.failure:
         return judged(domain, "tls_rpt", "", [unanswered(name, answer)])
     records = [r for r in answer.records if r.replace(" ", "").startswith("v=TLSRPTv1")]
