@@ -10,6 +10,7 @@ import threading
 from collections.abc import Iterator
 from pathlib import Path
 
+import psycopg
 import pytest
 import trustme
 from cryptography.hazmat.primitives import serialization
@@ -20,6 +21,7 @@ from outbox.db.store import domain_checks
 from outbox.domain_auth.dkim_record import PublicKey
 from outbox.domain_auth.findings import Finding, State
 from outbox.relay.domain_recheck import HOUR, DomainRecheck, check_domains
+from outbox.telemetry.metrics_server import OutboxCollector
 from tests.integration.dns_server import ZoneServer
 from tests.integration.policy_server import PolicyServer, ca_file
 from tests.integration.test_cli import outbox
@@ -225,8 +227,6 @@ def test_the_command_keeps_only_configured_domains(settings: Settings, trusted: 
     outbox(
         configured, "domain", "check", "relay.example", "--nameserver", trusted.nameserver, env=env
     )
-    import psycopg  # noqa: PLC0415
-
     with psycopg.connect(settings.database_url) as conn:
         assert domain_checks.last_domain_checks(conn) == []
 
@@ -263,8 +263,6 @@ def test_the_relay_rechecks_and_keeps_the_findings(settings: Settings, trusted: 
     )
     recheck = DomainRecheck(configured, threading.Event())
     assert recheck.run_once() == HOUR  # broken.example has errors: again within the hour
-    import psycopg  # noqa: PLC0415
-
     with psycopg.connect(settings.database_url) as conn:
         kept = domain_checks.last_domain_checks(conn)
     assert {(c.finding.domain, c.finding.check) for c in kept} >= {
@@ -272,3 +270,25 @@ def test_the_relay_rechecks_and_keeps_the_findings(settings: Settings, trusted: 
         ("broken.example", "spf"),
     }
     assert len(kept) == 12
+
+
+def test_the_exporter_shows_the_last_check_per_domain_and_check(settings: Settings) -> None:
+    findings = [
+        Finding("shop.example", "spf", State.OK, "fine"),
+        Finding("shop.example", "dkim", State.ERROR, "wrong key", "publish it"),
+        Finding("shop.example", "dmarc", State.WARNING, "p=none", "quarantine"),
+    ]
+    with psycopg.connect(settings.database_url) as conn:
+        domain_checks.save_domain_checks(conn, findings)
+        domain_checks.save_domain_checks(conn, findings[:2])  # the next run replaces it whole
+    collector = OutboxCollector(settings.database_url)
+    try:
+        got = {
+            (s.labels["domain"], s.labels["check"]): s.value
+            for family in collector.collect()
+            if family.name == "outbox_domain_check"
+            for s in family.samples
+        }
+    finally:
+        collector.close()
+    assert got == {("shop.example", "spf"): 0, ("shop.example", "dkim"): 2}
