@@ -17,6 +17,10 @@ from outbox.domain_auth.spf import judge_spf
 from outbox.fields.senders import ascii_domain
 from outbox.message.dkim import Signers
 
+# Names no public DNS holds (RFC 6761, RFC 6762): a development setup's
+# outbox.localhost is neither re-checked by the relay nor warned about at start.
+PRIVATE_TLDS = frozenset({"localhost", "test", "invalid", "local"})
+
 # The SPF domain each provider's documentation asks its senders to include.
 TRANSPORT_SPF = {"ses": "amazonses.com", "postmark": "spf.mtasv.net", "resend": "amazonses.com"}
 
@@ -121,3 +125,37 @@ def _bounce_mx(plan: DomainPlan, lookups: Lookups) -> Finding:
 
 def check_all(plans_: Sequence[DomainPlan], lookups: Lookups) -> list[Finding]:
     return [finding for plan in plans_ for finding in check_domain(plan, lookups)]
+
+
+def is_private(domain: str) -> bool:
+    return domain.rpartition(".")[2] in PRIVATE_TLDS
+
+
+def setting_warnings(settings: Settings) -> list[str]:
+    """What the settings alone say receivers will hold against a sending domain.
+
+    Said at a sending process's start, which goes on: DNS may be right for
+    mail another system signs, and the relay checks DNS itself.
+    """
+    found = []
+    for plan in plans(settings):
+        domain = plan.domain
+        if is_private(domain):
+            continue
+        if plan.signing_domain is None and plan.transport == "smtp":
+            found.append(
+                f"mail from {domain} is not signed with DKIM, which Gmail, Yahoo and Microsoft "
+                "require: set OUTBOX_DKIM_KEYS"
+            )
+        elif plan.signing_domain and not dmarc.aligned(domain, plan.signing_domain, "r"):
+            found.append(
+                f"mail from {domain} is signed for {plan.signing_domain}, which does not align "
+                f"with it: DMARC fails on DKIM; give {domain} a key in OUTBOX_DKIM_KEYS"
+            )
+        rp = plan.return_path_domain
+        if rp and not dmarc.aligned(domain, rp, "r"):
+            found.append(
+                f"OUTBOX_BOUNCE_DOMAIN {rp} does not align with {domain}: DMARC rests on DKIM "
+                "alone for its mail"
+            )
+    return found

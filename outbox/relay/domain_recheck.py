@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 from outbox.config import Settings
 from outbox.db.store import connections, domain_checks
-from outbox.domain_auth.checker import DomainPlan, check_all, plans
+from outbox.domain_auth.checker import DomainPlan, check_all, is_private, plans
 from outbox.domain_auth.dns_lookups import DnsLookups
 from outbox.domain_auth.findings import Finding, State, worst
 from outbox.errors import ConfigError, OutboxError
@@ -27,9 +27,9 @@ HOUR = 3600.0
 _RETRY = 600.0  # after a run that could not be saved
 
 
-def configured_domains(settings: Settings) -> set[str]:
+def configured_domains(settings: Settings) -> list[str]:
     """The sending domains whose checks are kept (others are only shown)."""
-    return {p.domain for p in plans(settings)}
+    return [p.domain for p in plans(settings)]
 
 
 def check_domains(
@@ -55,7 +55,9 @@ def save_findings(settings: Settings, findings: Sequence[Finding]) -> int:
 
 
 class DomainRecheck(threading.Thread):
-    def __init__(self, settings: Settings, stop: threading.Event, *, first_run: float = 0.0):
+    def __init__(
+        self, settings: Settings, stop: threading.Event, *, first_run: float = 0.0
+    ) -> None:
         super().__init__(name="outbox-domain-check", daemon=True)
         self.settings = settings
         self.stop = stop
@@ -70,9 +72,12 @@ class DomainRecheck(threading.Thread):
     def run_once(self) -> float:
         """Check and save now; the seconds until the next run."""
         try:
-            findings = check_domains(self.settings)
+            public = [d for d in configured_domains(self.settings) if not is_private(d)]
+            findings = check_domains(self.settings, sorted(public)) if public else []
         except ConfigError as exc:  # checked at start; a key file that went away since
             log.warning("domain check: cannot run (%s)", exc)
+            return DAY
+        if not findings:
             return DAY
         for finding in findings:
             if finding.state is not State.OK:

@@ -3,6 +3,7 @@ of every check over answers given as a table."""
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 
 import pytest
@@ -10,10 +11,11 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ed25519
 
 from outbox.config import Settings
-from outbox.domain_auth.checker import check_domain, plans
+from outbox.domain_auth.checker import check_domain, is_private, plans
 from outbox.domain_auth.dkim_record import PublicKey
 from outbox.domain_auth.findings import CHECKS, Answer, State
 from outbox.domain_auth.mta_sts import PolicyFetch
+from outbox.relay.domain_recheck import DAY, DomainRecheck
 from tests.keys import SECRET
 
 KEY = ed25519.Ed25519PrivateKey.generate()
@@ -132,3 +134,11 @@ def test_a_provider_that_signs_is_noted_not_judged() -> None:
     assert found["dkim"].state is State.OK
     assert found["dkim"].found == "postmark signs (not checked here)"
     assert found["bounce_mx"].found == "postmark receives the bounces"
+
+
+def test_the_relay_leaves_names_no_public_dns_holds_alone() -> None:
+    assert is_private("outbox.localhost")
+    assert is_private("shop.test")
+    assert not is_private("shop.example")
+    # The default sender's domain: no DNS asked, nothing kept, checked again in a day.
+    assert DomainRecheck(Settings(), threading.Event()).run_once() == DAY
