@@ -122,26 +122,32 @@ def _follow(domain: str, record: str, txt: Txt, found: Walk, *, seen: set[str], 
             error(f"the SPF record of {domain} {exc}", f"correct the SPF record at {domain}")
         )
         return
-    has_all = any(t.name == "all" and not t.modifier for t in terms)
-    # RFC 7208 section 6.1: a redirect applies (and costs a lookup) only without an all.
-    redirect = next((t for t in terms if t.modifier and t.name == "redirect"), None)
-    redirect = None if has_all else redirect
+    redirect = _redirect(terms)
     for term in terms:
         if term.modifier and term is not redirect:
             continue  # exp= and unknown modifiers cost no lookup here
-        if term.name in _QUERYING or term.modifier:
-            found.lookups += 1
-        found.ptr |= term.name == "ptr"
-        if "%" in term.value:
-            found.macros = True  # expands per message: cannot be followed here
-            continue
-        if term.name == "include" and not term.modifier:
+        _tally(term, found)
+        if term.name == "include" and not term.modifier and "%" not in term.value:
             found.includes.append(term.value.lower().rstrip("."))
             _descend(term.value, txt, found, seen=seen, top=False)
-        if term.name == "all" and top and redirect is None:
+        if term.name == "all" and top:
             found.final_all = term.qualifier
     if redirect is not None and "%" not in redirect.value:
         _descend(redirect.value, txt, found, seen=seen, top=top)
+
+
+def _redirect(terms: list[Term]) -> Term | None:
+    """RFC 7208 section 6.1: a redirect applies (and costs a lookup) only without an all."""
+    if any(t.name == "all" and not t.modifier for t in terms):
+        return None
+    return next((t for t in terms if t.modifier and t.name == "redirect"), None)
+
+
+def _tally(term: Term, found: Walk) -> None:
+    if term.name in _QUERYING or term.modifier:
+        found.lookups += 1
+    found.ptr |= term.name == "ptr"
+    found.macros |= "%" in term.value  # expands per message: cannot be followed here
 
 
 def _descend(target: str, txt: Txt, found: Walk, *, seen: set[str], top: bool) -> None:
