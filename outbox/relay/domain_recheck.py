@@ -3,7 +3,8 @@ then once a day (within the hour while a check finds an error, so a fix shows).
 
 A thread of its own: DNS and the MTA-STS fetch take seconds and must not hold
 up a claim. A run that cannot be made (Postgres away) is said once, until one
-succeeds; each run's errors and warnings are logged as one line per finding.
+succeeds; a warning or an error is logged when first found and when fixed,
+not at every run.
 """
 
 from __future__ import annotations
@@ -63,6 +64,7 @@ class DomainRecheck(threading.Thread):
         self.stop = stop
         self.first_run = first_run
         self.saving = DownOnce(log, "the domain check's store (Postgres)")
+        self._said: dict[tuple[str, str], State] = {}  # the state last logged, per check
 
     def run(self) -> None:
         wait = self.first_run
@@ -79,16 +81,7 @@ class DomainRecheck(threading.Thread):
             return DAY
         if not findings:
             return DAY
-        for finding in findings:
-            if finding.state is not State.OK:
-                log.warning(
-                    "domain check: %s %s %s: %s; %s",
-                    finding.domain,
-                    finding.check,
-                    finding.state.word,
-                    finding.found,
-                    finding.fix,
-                )
+        self._log_changes(findings)
         try:
             save_findings(self.settings, findings)
         except OutboxError as exc:
@@ -96,3 +89,21 @@ class DomainRecheck(threading.Thread):
             return _RETRY
         self.saving.ok()
         return HOUR if worst(findings) is State.ERROR else DAY
+
+    def _log_changes(self, findings: Sequence[Finding]) -> None:
+        """A warning or an error is logged when first found, and once more when it is fixed."""
+        for finding in findings:
+            key = (finding.domain, finding.check)
+            before = self._said.get(key, State.OK)
+            self._said[key] = finding.state
+            if finding.state is not State.OK and finding.state is not before:
+                log.warning(
+                    "domain check: %s %s %s: %s; fix: %s",
+                    finding.domain,
+                    finding.check,
+                    finding.state.word,
+                    finding.found,
+                    finding.fix,
+                )
+            elif finding.state is State.OK and before is not State.OK:
+                log.warning("domain check: %s %s is ok again", finding.domain, finding.check)

@@ -19,7 +19,9 @@ from cryptography.hazmat.primitives.asymmetric import ed25519, rsa
 from outbox.config import Settings
 from outbox.db.store import domain_checks
 from outbox.domain_auth.dkim_record import PublicKey
+from outbox.domain_auth.dns_lookups import DnsLookups
 from outbox.domain_auth.findings import Finding, State
+from outbox.domain_auth.mta_sts import PolicyFetch
 from outbox.relay.domain_recheck import HOUR, DomainRecheck, check_domains
 from outbox.telemetry.metrics_server import OutboxCollector
 from tests.integration.dns_server import ZoneServer
@@ -257,12 +259,20 @@ def test_an_explicit_spf_include_must_be_there(trusted: World) -> None:
     assert found["spf"].state is State.OK  # included by the include
 
 
-def test_the_relay_rechecks_and_keeps_the_findings(settings: Settings, trusted: World) -> None:
+def test_the_relay_rechecks_and_keeps_the_findings(
+    settings: Settings, trusted: World, caplog: pytest.LogCaptureFixture
+) -> None:
     configured = dataclasses.replace(
         trusted.settings, database_url=settings.database_url, dns_resolver=trusted.nameserver
     )
     recheck = DomainRecheck(configured, threading.Event())
     assert recheck.run_once() == HOUR  # broken.example has errors: again within the hour
+    said = [r.getMessage() for r in caplog.records if r.name == "outbox.relay.domain_recheck"]
+    assert len(said) == 5  # broken.example's five errors, each with its fix
+    assert all(line.startswith("domain check: broken.example ") for line in said)
+    caplog.clear()
+    assert recheck.run_once() == HOUR
+    assert not [r for r in caplog.records if r.name == "outbox.relay.domain_recheck"]  # said once
     with psycopg.connect(settings.database_url) as conn:
         kept = domain_checks.last_domain_checks(conn)
     assert {(c.finding.domain, c.finding.check) for c in kept} >= {
@@ -292,3 +302,31 @@ def test_the_exporter_shows_the_last_check_per_domain_and_check(settings: Settin
     finally:
         collector.close()
     assert got == {("shop.example", "spf"): 0, ("shop.example", "dkim"): 2}
+
+
+@pytest.mark.parametrize(
+    ("status", "content_type", "said"),
+    [
+        (404, "text/plain", "HTTP 404 (it must be 200, no redirect)"),
+        (301, "text/plain", "HTTP 301 (it must be 200, no redirect)"),
+        (200, "text/html", "Content-Type text/html (it must be text/plain)"),
+    ],
+)
+def test_a_policy_not_served_as_senders_fetch_it_is_not_read(
+    status: int, content_type: str, said: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ca = trustme.CA()
+    monkeypatch.setenv("SSL_CERT_FILE", ca_file(ca, tmp_path))
+    server = PolicyServer(
+        ca, ["mta-sts.odd.example"], GOOD_POLICY, status=status, content_type=content_type
+    )
+    zone = _zone("odd.example", f"mta-sts A {server.address}\n")
+    with ZoneServer(zone) as dns, server:
+        fetched = DnsLookups(dns.address, timeout=5).policy("odd.example")
+    assert fetched == PolicyFetch(failure=said)
+
+
+def test_a_policy_host_without_an_address_is_said_so() -> None:
+    with ZoneServer(_zone("odd.example", "")) as dns:
+        fetched = DnsLookups(dns.address, timeout=5).policy("odd.example")
+    assert fetched.failure == "mta-sts.odd.example has no address (no A record)"
