@@ -4,7 +4,8 @@ MTA-STS tells senders to reach the domain's MX hosts over verified TLS: a
 ``_mta-sts`` TXT record with an ``id``, and a policy served over HTTPS at
 ``mta-sts.<domain>``, whose ``mx`` patterns must cover every MX host (in
 ``enforce`` mode, mail to a host it does not name is not delivered).
-TLS-RPT names where senders report their TLS failures.
+TLS-RPT names where senders report their TLS failures. The bounce domain's
+MX is judged here too: like MTA-STS, it is about mail coming to the domain.
 """
 
 from __future__ import annotations
