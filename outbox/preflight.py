@@ -24,7 +24,7 @@ from urllib.parse import urlsplit
 
 from outbox import url_credentials
 from outbox.config import ENV_NAMES, Settings
-from outbox.errors import ConfigError
+from outbox.errors import ConfigError, OutboxError
 
 PROCESSES = ("app", "relay", "worker", "web", "bounces", "metrics")
 _ALL = frozenset(PROCESSES)
@@ -187,7 +187,24 @@ def settings_or_exit(process: str, environ: dict[str, str] | None = None) -> Set
     found = problems(settings, [process])
     if found:
         _exit(process, found)
+    if process in _SENDING:
+        for line in _warnings(settings):
+            print(f"outbox {process}: warning: {line}", file=sys.stderr)
     return settings
+
+
+# The processes that warn at start about what receivers will hold against a domain.
+_SENDING = frozenset({"relay", "worker"})
+
+
+def _warnings(settings: Settings) -> list[str]:
+    """Deliverability warnings; a start-up goes on (see `outbox domain check`)."""
+    from outbox.domain_auth.checker import setting_warnings  # noqa: PLC0415
+
+    try:
+        return setting_warnings(settings)
+    except (ConfigError, OutboxError):
+        return []  # a problem the checks above refuse on, or an unusable domain
 
 
 def _exit(process: str, lines: list[str]) -> None:

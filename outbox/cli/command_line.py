@@ -309,4 +309,14 @@ def parser() -> argparse.ArgumentParser:  # noqa: PLR0915 (one statement per com
     health.add_argument(
         "--ready", action="store_true", help="also Postgres and, if it uses one, the broker"
     )
+    domain = command(
+        "domain", {"check": "domain_commands:check"}, "SPF, DKIM, DMARC, MTA-STS of sending domains"
+    )
+    domain.add_argument("action", choices=["check"])
+    domain.add_argument("domains", nargs="*", metavar="DOMAIN", help="default: every sending one")
+    domain.add_argument("--nameserver", default="", metavar="HOST:PORT", help="the DNS to ask")
+    domain.add_argument(
+        "--expect-include", default="", metavar="DOMAIN", help="SPF must include this domain"
+    )
+    domain.add_argument("--json", action="store_true", help="machine-readable output")
     return found

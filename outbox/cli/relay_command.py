@@ -11,6 +11,7 @@ from outbox.config import Settings
 from outbox.db.store import connections
 from outbox.models import Priority
 from outbox.relay.broker_watch import broker_watch
+from outbox.relay.domain_recheck import DomainRecheck
 from outbox.relay.loop import Relay
 from outbox.relay.publish import Publisher
 from outbox.relay.retention import Retention
@@ -25,6 +26,7 @@ def relay(settings: Settings, args: argparse.Namespace, out: Printer) -> Result:
     stop = stop_on_signals()
     if settings.retention_days:
         Retention(settings, stop).start()
+    DomainRecheck(settings, stop).start()  # DNS at start and daily, beside the loop
     with connections.Pool(
         settings.database_url,
         name="outbox-relay",

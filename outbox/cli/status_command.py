@@ -7,13 +7,14 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from outbox.cli.database import connect
-from outbox.cli.output import JsonResult, Printer, Result
+from outbox.cli.output import JsonResult, Printer, Redaction, Result
 from outbox.config import Settings
-from outbox.db.store import connections, counts
+from outbox.db.store import connections, counts, domain_checks
+from outbox.domain_auth.findings import finding_lines, worst
 from outbox.errors import OutboxError, SchemaMissing
 from outbox.telemetry.health import Health, gather
 
@@ -42,6 +43,7 @@ class Status(JsonResult):
     oldest: dict[str, float]  # seconds, by priority
     paced: dict[str, int]  # rows waiting for a receiver's rate
     health: Health
+    domains: list[domain_checks.StoredCheck] = field(default_factory=list)
     json_indent: ClassVar[int | None] = 2
 
     def json(self) -> Any:
@@ -51,6 +53,7 @@ class Status(JsonResult):
             "oldest_unsent_seconds": self.oldest,
             "paced_pending": self.paced,
             "health": self.health.as_dict(),
+            "domains": domains_json(self.domains),
         }
 
     def text(self) -> str:
@@ -63,10 +66,14 @@ class Status(JsonResult):
         lines += [f"oldest unsent {p}: {age:.1f}s" for p, age in sorted(self.oldest.items())]
         lines += [f"pending for {r}'s rate: {n}" for r, n in self.paced.items()]
         lines.append(health_text(self.health))
+        lines += domains_text(self.domains)
         return "\n".join(lines)
 
     def exit_code(self) -> int:
         return 0 if self.health.ok else 1
+
+    def redaction(self) -> Redaction:
+        return Redaction.ADDRESSES if self.domains else Redaction.NONE  # a record's rua=
 
 
 def status(settings: Settings, args: argparse.Namespace, out: Printer) -> Result:
@@ -79,9 +86,55 @@ def status(settings: Settings, args: argparse.Namespace, out: Printer) -> Result
     with conn:
         counts, oldest, paced = _counts(conn, args.tag)
         health = gather(settings, conn)
+        domains = _domains(conn)
+    return Status(counts, args.tag, oldest, paced, health, domains)
+
+
+def _domains(conn: connections.Conn) -> list[domain_checks.StoredCheck]:
+    """The last check of each sending domain; none when it cannot be read."""
+    try:
+        return domain_checks.last_domain_checks(conn)
+    except OutboxError:
+        return []
+    finally:
         with contextlib.suppress(OutboxError):
             connections.rollback(conn)
-    return Status(counts, args.tag, oldest, paced, health)
+
+
+def _grouped(stored: list[domain_checks.StoredCheck]) -> dict[str, list[domain_checks.StoredCheck]]:
+    grouped: dict[str, list[domain_checks.StoredCheck]] = {}
+    for check in stored:
+        grouped.setdefault(check.finding.domain, []).append(check)
+    return grouped
+
+
+def domains_json(stored: list[domain_checks.StoredCheck]) -> dict[str, Any]:
+    return {
+        domain: {
+            "state": worst(c.finding for c in checks).word,
+            "checked_at": checks[0].checked_at,
+            "checks": {
+                c.finding.check: {
+                    "state": c.finding.state.word,
+                    "found": c.finding.found,
+                    "fix": c.finding.fix,
+                }
+                for c in checks
+            },
+        }
+        for domain, checks in _grouped(stored).items()
+    }
+
+
+def domains_text(stored: list[domain_checks.StoredCheck]) -> list[str]:
+    """A line per domain, and one per finding that is not ok with what to publish."""
+    lines = []
+    for domain, checks in _grouped(stored).items():
+        hours = checks[0].seconds_ago / 3600
+        state = worst(c.finding for c in checks).word
+        lines.append(f"domain {domain}: {state} (checked {hours:.1f} h ago; `outbox domain check`)")
+        lines += finding_lines((c.finding for c in checks), only_fixes=True)
+    return lines
 
 
 def _counts(

@@ -136,6 +136,8 @@ class Current:
     bounce_reports_24h: dict[tuple[str, str], int] = field(default_factory=dict)
     # transport -> seconds its breaker has been open (0: up), from outbox_breaker
     transports_down: dict[str, float] = field(default_factory=dict)
+    # (domain, check) -> 0 ok, 1 warning, 2 error: the last `outbox domain check`
+    domain_checks: dict[tuple[str, str], int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -343,7 +345,20 @@ def _current_families(tally: Tally, current: Current) -> list[Metric]:
             value=current.suppressed_addresses,
         ),
         *_transport_families(current),
+        _domain_family(current),
     ]
+
+
+def _domain_family(current: Current) -> Metric:
+    checks = GaugeMetricFamily(
+        "outbox_domain_check",
+        "The last authentication check of each sending domain: 0 ok, 1 warning, 2 error "
+        "(`outbox domain check` says what to publish).",
+        labels=["domain", "check"],
+    )
+    for (domain, check), state in sorted(current.domain_checks.items()):
+        checks.add_metric([domain, check], state)
+    return checks
 
 
 def _transport_families(current: Current) -> list[Metric]:

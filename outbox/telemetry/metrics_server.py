@@ -20,7 +20,7 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector, CollectorRegistry
 
 from outbox.config import Settings
-from outbox.db.store import connections, metrics_reads
+from outbox.db.store import connections, domain_checks, metrics_reads
 from outbox.errors import StoreError
 from outbox.telemetry import liveness
 from outbox.telemetry.metrics import (
@@ -181,6 +181,10 @@ def _current(conn: Conn, now: float) -> Current:
         bounce_reports_24h={(str(src), str(outcome)): int(n) for src, outcome, n in reports},
         suppressed_addresses=suppressed,
         transports_down={str(name): float(seconds) for name, seconds in read.breakers},
+        domain_checks={
+            (c.finding.domain, c.finding.check): int(c.finding.state)
+            for c in domain_checks.last_domain_checks(conn)
+        },
     )
 
 

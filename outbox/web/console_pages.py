@@ -17,6 +17,7 @@ from outbox.db.store import (
     connections,
     console_reads,
     console_sessions,
+    domain_checks,
     lookups,
     sending,
     suppressions,
@@ -45,6 +46,7 @@ class Pages:
     def overview(self, who: Who, asked: Asked) -> Answer:
         with self.console.pool.connection() as conn:
             overview = console_reads.console_overview(conn)
+            domains = domain_checks.last_domain_checks(conn)
         counts: dict[str, dict[str, int]] = {}
         for status, priority, n in overview["counts"]:
             counts.setdefault(status, {})[priority] = n
@@ -60,6 +62,7 @@ class Pages:
             chart=chart,
             sent_last_hour=sum(overview["sent_per_minute"].values()),
             bounces=overview["bounces_24h"],
+            domain_checks=domains,
         )
 
     def emails(self, who: Who, asked: Asked) -> Answer:

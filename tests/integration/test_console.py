@@ -13,7 +13,8 @@ import pytest
 
 from outbox import enqueue
 from outbox.config import Settings
-from outbox.db.store import suppressions
+from outbox.db.store import domain_checks, suppressions
+from outbox.domain_auth.findings import Finding, State
 from outbox.errors import ConfigError
 from outbox.redact import recipient_tag
 from outbox.testing.sink import ACCEPT, Behaviour
@@ -550,3 +551,28 @@ def test_after_ten_failed_sign_ins_even_the_right_password_waits(running: Runnin
     assert right.status_code == 429
     assert "Too many failed sign-ins" in right.text
     assert client.get("/console/").status_code == 303
+
+
+def test_the_overview_shows_each_sending_domains_last_check(
+    console: Settings, running: Running
+) -> None:
+    client = signed_in(running, VIEWER)
+    assert "Not checked yet: run `outbox domain check`" in client.get("/console/").text
+    with pool(console) as p, p.connection() as conn:
+        domain_checks.save_domain_checks(
+            conn,
+            [
+                Finding("shop.example", "spf", State.OK, '"v=spf1 -all" (0 lookups)'),
+                Finding(
+                    "shop.example",
+                    "dmarc",
+                    State.WARNING,
+                    "_dmarc.shop.example: p=none; rua=mailto:dmarc@shop.example",
+                    "at _dmarc.shop.example, move to p=quarantine",
+                ),
+            ],
+        )
+    page = client.get("/console/").text
+    assert '<span class="status status-held">warning</span>' in page
+    assert "fix:</strong> at _dmarc.shop.example, move to p=quarantine" in page
+    assert "dmarc@shop.example" not in page  # addresses are tagged, as everywhere here

@@ -45,6 +45,7 @@ LAYERS: list[set[str]] = [
         "web.console_auth",
         "web.console_query",
         "web.chart",
+        "domain_auth",
     },  # pure core
     # I/O edges; validate and fields are pure but for the address library
     {
@@ -57,8 +58,10 @@ LAYERS: list[set[str]] = [
         "telemetry",
         "validate",
         "fields",
+        "domain_auth.dns_lookups",
     },
-    {"delivery", "relay", "bounce_receiving", "intake", "cancelling", "preflight"},  # orchestration
+    {"delivery", "relay", "bounce_receiving", "intake", "cancelling", "preflight"}
+    | {"domain_auth.checker"},  # orchestration
     {"cli", "worker", "web", "testing", "django"},  # processes (django: an app in yours)
 ]
 DRIVERS = {"psycopg", "psycopg_pool", "dramatiq", "redis", "smtplib", "httpx", "boto3"}

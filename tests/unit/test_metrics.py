@@ -184,3 +184,13 @@ def test_never_published_and_database_down() -> None:
     names = {m.name for m in families(t, None)}
     assert "outbox_sent" in names
     assert "outbox_emails" not in names
+
+
+def test_domain_checks_are_a_gauge_per_domain_and_check() -> None:
+    checks = {("shop.example", "spf"): 0, ("shop.example", "dkim"): 2, ("news.example", "dmarc"): 1}
+    got = samples(families(tally(), current(domain_checks=checks)))
+    name = "outbox_domain_check"
+    assert got[(name, (("check", "dkim"), ("domain", "shop.example")))] == 2
+    assert got[(name, (("check", "dmarc"), ("domain", "news.example")))] == 1
+    assert got[(name, (("check", "spf"), ("domain", "shop.example")))] == 0
+    assert len([k for k in got if k[0] == name]) == 3

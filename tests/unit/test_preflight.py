@@ -6,9 +6,12 @@ from dataclasses import fields, replace
 from pathlib import Path
 
 import pytest
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import ed25519
 
 from outbox import preflight
 from outbox.config import Settings
+from outbox.domain_auth.checker import setting_warnings
 from outbox.errors import ConfigError
 from tests.keys import SECRET
 
@@ -129,3 +132,46 @@ def test_the_metrics_credentials_must_be_hard_to_guess(auth: str, ok: bool) -> N
     ]
     assert (found == []) is ok
     assert all(auth not in line for line in found if auth)
+
+
+def test_a_sending_process_warns_of_what_receivers_will_hold_and_starts(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    env = {
+        "OUTBOX_FROM": "Shop <shop@shop.example>",
+        "OUTBOX_SENDER_DOMAINS": "shop.example,dev.localhost",
+        "OUTBOX_BOUNCE_DOMAIN": "bounces.elsewhere.example",
+        "OUTBOX_SECRET": SECRET,
+        "OUTBOX_TEMPLATES": str(tmp_path),
+    }
+    settings = preflight.settings_or_exit("relay", env)
+    assert settings.sender_domains == "shop.example,dev.localhost"
+    said = capsys.readouterr().err.splitlines()
+    assert said == [
+        "outbox relay: warning: mail from shop.example is not signed with DKIM, which Gmail,"
+        " Yahoo and Microsoft require: set OUTBOX_DKIM_KEYS",
+        "outbox relay: warning: OUTBOX_BOUNCE_DOMAIN bounces.elsewhere.example does not align"
+        " with shop.example: DMARC rests on DKIM alone for its mail",
+    ]  # dev.localhost is in no public DNS: nothing to say
+    preflight.settings_or_exit("web", env)
+    assert capsys.readouterr().err == ""
+
+
+def test_a_key_of_another_domain_is_a_warning(tmp_path: Path) -> None:
+    key = tmp_path / "key.pem"
+    key.write_bytes(
+        ed25519.Ed25519PrivateKey.generate().private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
+    )
+    settings = Settings(
+        sender="A <a@shop.example>",
+        dkim_selector="s1",
+        dkim_domain="esp.example",
+        dkim_private_key=str(key),
+    )
+    (warning,) = setting_warnings(settings)
+    assert warning.startswith("mail from shop.example is signed for esp.example, which does not")
+    assert setting_warnings(Settings(sender="A <a@shop.example>", transport="postmark")) == []

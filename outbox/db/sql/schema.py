@@ -22,6 +22,7 @@ TABLES = frozenset(
     {
         "console_audit",
         "console_session",
+        "domain_check",
         "email_attachment_blob",
         "email_attachment_use",
         "email_attempt",
