@@ -59,6 +59,11 @@ def connect(
         )
 
 
+def libpq_keywords() -> frozenset[str]:
+    """The connection parameters libpq knows (host, sslmode, target_session_attrs…)."""
+    return frozenset(o.keyword.decode() for o in psycopg.pq.Conninfo.get_defaults())
+
+
 def connect_params(**params: str | None) -> Conn:
     """A connection from libpq keywords (dbname, user, host…), as a framework's settings give."""
     conninfo = psycopg.conninfo.make_conninfo(**{k: v for k, v in params.items() if v is not None})
