@@ -65,7 +65,7 @@ class Listener:
                 if on_read_only_server(self.conn):
                     # No longer the primary: nothing is written here, so no
                     # NOTIFY comes. The next wait listens where writes go.
-                    _log.info("LISTEN connection is on a read-only server; reconnecting")
+                    _log.debug("LISTEN connection is on a read-only server; reconnecting")
                     self.close()
                     stop.wait(max(0.0, deadline - time.monotonic()))
                     return
