@@ -285,11 +285,13 @@ def drain(
     *,
     postmaster: int | None = None,
     around: Callable[[], AbstractContextManager[object]] = contextlib.nullcontext,
+    around_fill: Callable[[], AbstractContextManager[object]] = contextlib.nullcontext,
 ) -> Drained:
-    """Drain ``n`` emails; ``around`` wraps the drain alone (not the fill)."""
+    """Drain ``n`` emails; ``around`` wraps the drain alone, ``around_fill`` the enqueue."""
     with database("e2e") as url:
         settings = settings_for(url, smtp_url)
-        fill(settings, n)
+        with around_fill():
+            fill(settings, n)
         meter = CpuMeter(postmaster=postmaster)
         env = {**settings.to_env(), "OUTBOX_LOG_LEVEL": "WARNING"}
         stop = threading.Event()

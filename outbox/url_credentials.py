@@ -7,7 +7,8 @@ credentials are taken by pattern: whatever stands between the scheme and the
 last ``@``, after the user name's ``:``. :func:`masked` prints a URL only when
 it reads unambiguously, and ``****`` otherwise; :func:`secrets` tells the log
 redactor every string that may be the password. libpq's ``key=value`` form
-and a ``?password=`` parameter are covered the same way.
+and a ``?password=`` parameter are covered the same way, as are libpq's
+several hosts (``postgresql://u:pw@db1:5432,db2:5432/app``).
 """
 
 from __future__ import annotations
@@ -75,9 +76,14 @@ def _is_conninfo(value: str) -> bool:
 def _reads_one_way(value: str, parts: SplitResult) -> bool:
     if not _STRICT_SCHEME.fullmatch(parts.scheme) or not value.startswith(f"{parts.scheme}://"):
         return False
-    if not parts.hostname or parts.fragment or "#" in value:
+    if parts.fragment or "#" in value:
         return False
     if value.count("@") > 1 or "@" in parts.path + parts.query:
         return False
-    _ = parts.port  # ValueError for a port that is not a number
+    # libpq takes several hosts, comma-separated (db1:5432,db2:5432): each must read.
+    for host in parts.netloc.rpartition("@")[2].split(","):
+        one = urlsplit(f"//{host}")
+        if not one.hostname:
+            return False
+        _ = one.port  # ValueError for a port that is not a number
     return True

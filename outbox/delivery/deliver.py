@@ -149,6 +149,9 @@ class Delivery:
         self._unavailable_logged = _Once(per_seconds=60.0)
         self.pacer = pacer
         self.breaker = breaker or SharedBreaker(settings, pool.connection)
+        # One state for the process: taking rows and recording results lose and
+        # regain Postgres together, and say so once between them.
+        self.postgres = DownOnce(log, "Postgres")
         self.results = ResultCommitter(
             functools.partial(
                 connections.connect,
@@ -158,8 +161,8 @@ class Delivery:
                 prepare=settings.prepared_statements == "on",
             ),
             max_age_seconds=settings.max_age_seconds,
+            postgres=self.postgres,
         )
-        self.postgres = DownOnce(log, "Postgres (taking rows)")
         # During an outage each email's return is counted, and logged once per interval.
         self.returned = Summary(log, "emails returned to pending without an attempt")
         self.redactor = Redactor.from_settings(settings)
@@ -275,7 +278,7 @@ class Delivery:
                 if self.stopping.is_set():
                     raise
                 unanswered = True
-                self.postgres.failed(exc)
+                self.postgres.failed(f"taking rows: {exc}")
                 self.stopping.wait(delay)
                 delay = min(1.0, delay * 2)  # back within a second of Postgres
 

@@ -75,7 +75,13 @@ class Committed:
 class ResultCommitter:
     """The per-process group committer (its thread starts with the first result)."""
 
-    def __init__(self, connect: Callable[[], connections.Conn], *, max_age_seconds: float) -> None:
+    def __init__(
+        self,
+        connect: Callable[[], connections.Conn],
+        *,
+        max_age_seconds: float,
+        postgres: DownOnce | None = None,
+    ) -> None:
         self._connect = connect  # an autocommit connection of the committer's own
         self._conn: connections.Conn | None = None
         self.max_age_seconds = max_age_seconds
@@ -84,7 +90,8 @@ class ResultCommitter:
         self._thread: threading.Thread | None = None
         self._deadline: float | None = None  # set by close(): give up retrying after it
         self._closing = False
-        self.postgres = DownOnce(log, "Postgres (recording results)")
+        # Shared with the process's other users of Postgres: one line when it goes, one back.
+        self.postgres = postgres or DownOnce(log, "Postgres")
 
     def submit(self, worker: str, result: Result) -> Committed:
         """Hand a result over; it is committed with whatever else is waiting."""
@@ -162,7 +169,9 @@ class ResultCommitter:
             except StoreError as exc:
                 self._drop()
                 uncertain = True
-                self.postgres.failed(exc, waiting=f"results of {len(todo)} rows")
+                self.postgres.failed(
+                    f"recording results: {exc}", waiting=f"results of {len(todo)} rows"
+                )
                 delay = _RETRY_DELAYS[min(tries, len(_RETRY_DELAYS) - 1)]
                 tries += 1
                 if self._deadline is not None and time.monotonic() + delay > self._deadline:

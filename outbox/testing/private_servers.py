@@ -112,6 +112,28 @@ class PostgresServer:
         wait_ready(self.ping, 30, f"private Postgres on port {self.port}")
         return self
 
+    def start_standby_of(self, primary: PostgresServer, name: str) -> PostgresServer:
+        """This cluster, new, as a streaming standby of ``primary`` under ``name``.
+
+        ``pg_basebackup -R`` copies the primary and writes the standby's
+        ``primary_conninfo``; the application name is the one the primary's
+        ``synchronous_standby_names`` lists.
+        """
+        if self.data.exists():
+            raise ServerUnavailable(f"{self.data} exists: a standby starts from a fresh copy")
+        self._run(
+            str(self.bindir / "pg_basebackup"),
+            "-d", f"host=127.0.0.1 port={primary.port} user=postgres application_name={name}",
+            "-D", str(self.data), "-X", "stream", "-R", "--no-sync",
+        )  # fmt: skip
+        self._pg_ctl("start")
+        wait_ready(self.ping, 30, f"standby Postgres on port {self.port}")
+        return self
+
+    def promote(self) -> None:
+        """A standby made primary (``pg_ctl promote``), returning once it takes writes."""
+        self._run(str(self.bindir / "pg_ctl"), "-D", str(self.data), "-w", "-t", "30", "promote")
+
     def ping(self) -> bool:
         with connections.connect(self.url, timeout=2) as conn:
             connections.ping(conn)

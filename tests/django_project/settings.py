@@ -11,8 +11,10 @@ DATABASES = {
         "ENGINE": "django.db.backends.postgresql",
         "NAME": os.environ["OUTBOX_TEST_DJANGO_DB"],
         "USER": "postgres",
-        "HOST": "127.0.0.1",
-        "PORT": "5432",
+        # Several hosts, the form a failover pair takes (here twice the same).
+        "HOST": "127.0.0.1,127.0.0.1",
+        "PORT": "5432,5432",
+        "OPTIONS": {"target_session_attrs": "read-write"},
     }
 }
 EMAIL_BACKEND = "outbox.django.EmailBackend"

@@ -11,6 +11,7 @@ import contextlib
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 import asyncpg
 import psycopg
@@ -38,7 +39,23 @@ class AsyncHandle:
 
 
 def _sa_url(url: str, driver: str) -> str:
-    return url.replace("postgresql://", f"postgresql+{driver}://", 1)
+    """SQLAlchemy's form of ``url``: several hosts go in the query, one ``host=`` each
+    (its URL parser reads one host and one port only)."""
+    parts = urlsplit(url.replace("postgresql://", f"postgresql+{driver}://", 1))
+    userinfo, _, hosts = parts.netloc.rpartition("@")
+    if "," not in hosts:
+        return urlunsplit(parts)
+    query = "&".join([*(f"host={h}" for h in hosts.split(",")), *filter(None, [parts.query])])
+    return urlunsplit(parts._replace(netloc=f"{userinfo}@" if userinfo else "", query=query))
+
+
+def two_hosts(url: str) -> str:
+    """``url`` with its host given twice and ``target_session_attrs=read-write``: the
+    form a primary and its standby take, both here the one server."""
+    parts = urlsplit(url)
+    userinfo, _, host = parts.netloc.rpartition("@")
+    query = "&".join(filter(None, [parts.query, "target_session_attrs=read-write"]))
+    return urlunsplit(parts._replace(netloc=f"{userinfo}@{host},{host}", query=query))
 
 
 class _Psycopg2Savepoint:

@@ -16,7 +16,7 @@ from outbox.config import Settings
 from outbox.db.store import data_retention
 from outbox.errors import IdempotencyConflict, InvalidAddress, MissingParams, StoreError
 from outbox.message.message_id import message_id
-from tests.integration.drivers import ASYNC, SYNC
+from tests.integration.drivers import ASYNC, SYNC, two_hosts
 from tests.integration.helpers import LOGIN, NEWS, query
 
 # Every column but the ones the database fills with the time or a sequence.
@@ -91,6 +91,31 @@ def test_commit_rollback_and_savepoint(driver: Any, settings: Settings) -> None:
     assert [r[0] for r in query(settings, "SELECT idempotency_key FROM email_outbox")] == ["kept"]
     assert kept.message_id == message_id("kept", settings.message_id_domain, settings.secret)
     assert kept.status == "pending"
+
+
+def test_every_driver_enqueues_on_a_connection_given_several_hosts(
+    driver: Any, settings: Settings
+) -> None:
+    with driver(two_hosts(settings.database_url)) as h:
+        one = outbox.enqueue(h.conn, **login(), settings=settings)
+        many = outbox.enqueue_many(h.conn, news(3), settings=settings)
+        h.commit()
+    assert one.created
+    assert all(r.created for r in many)
+    assert count(settings) == 4
+
+
+def test_every_async_driver_enqueues_on_a_connection_given_several_hosts(
+    async_driver: Any, settings: Settings
+) -> None:
+    async def main() -> None:
+        async with async_driver(two_hosts(settings.database_url)) as h:
+            await outbox.enqueue_async(h.conn, **login(), settings=settings)
+            await outbox.enqueue_many_async(h.conn, news(3), settings=settings)
+            await h.commit()
+
+    asyncio.run(main())
+    assert count(settings) == 4
 
 
 def test_a_known_key_returns_the_stored_row(driver: Any, settings: Settings) -> None:

@@ -109,6 +109,31 @@ def test_a_value_that_is_not_a_url_is_masked_whole() -> None:
     assert preflight.masked("smtp_url", "smtp://u:p@h:notaport") == "****"
 
 
+MULTI_HOST = "postgresql://app:dbpass@db1:5432,db2:5433/app?target_session_attrs=read-write"
+
+
+def test_a_url_of_several_hosts_is_shown_with_every_host_and_no_password() -> None:
+    assert preflight.masked("database_url", MULTI_HOST) == (
+        "postgresql://app:****@db1:5432,db2:5433/app?target_session_attrs=read-write"
+    )
+    assert preflight.masked("database_url", "postgresql://a:pw@[::1]:5432,db2/app") == (
+        "postgresql://a:****@[::1]:5432,db2/app"
+    )
+
+
+@pytest.mark.parametrize(
+    "url", ["postgresql://a:pw@db1:54x,db2/app", "postgresql://a:pw@db1,,db2/app"]
+)
+def test_several_hosts_one_of_which_does_not_read_are_masked_whole(url: str) -> None:
+    assert preflight.masked("database_url", url) == "****"
+
+
+def test_a_database_url_of_several_hosts_is_one_libpq_reads() -> None:
+    assert preflight.database_url_problem(MULTI_HOST) is None
+    settings = replace(Settings(), secret=SECRET, database_url=MULTI_HOST)
+    assert not [p for p in preflight.problems(settings) if "DATABASE_URL" in p]
+
+
 def test_templates_directory_must_exist(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="OUTBOX_TEMPLATES"):
         Settings(templates=tmp_path / "missing").validate()

@@ -59,6 +59,11 @@ def connect(
         )
 
 
+def libpq_keywords() -> frozenset[str]:
+    """The connection parameters libpq knows (host, sslmode, target_session_attrs…)."""
+    return frozenset(o.keyword.decode() for o in psycopg.pq.Conninfo.get_defaults())
+
+
 def connect_params(**params: str | None) -> Conn:
     """A connection from libpq keywords (dbname, user, host…), as a framework's settings give."""
     conninfo = psycopg.conninfo.make_conninfo(**{k: v for k, v in params.items() if v is not None})
@@ -67,9 +72,43 @@ def connect_params(**params: str | None) -> Conn:
 
 
 def connection_lost(exc: BaseException, conn: Conn) -> bool:
-    """Whether ``exc`` means the connection is gone (not the statement's own fault)."""
+    """Whether ``exc`` means the connection is gone (not the statement's own fault).
+
+    A server that refuses to write is a primary no more (a standby promoted in
+    its place, or the old primary fenced read-only): the connection is as good
+    as gone, and a new one, found by ``target_session_attrs=read-write``,
+    reaches the primary.
+    """
     cause = exc.__cause__ if isinstance(exc, StoreError) else exc
-    return conn.closed or isinstance(cause, psycopg.OperationalError | psycopg.InterfaceError)
+    return conn.closed or isinstance(
+        cause, psycopg.OperationalError | psycopg.InterfaceError | _READ_ONLY
+    )
+
+
+_READ_ONLY = psycopg.errors.ReadOnlySqlTransaction  # SQLSTATE 25006
+
+
+def on_read_only_server(conn: Conn) -> bool:
+    """Whether the server said it takes no writes, read without a round trip.
+
+    Postgres 14 and later report ``in_hot_standby`` and
+    ``default_transaction_read_only`` to the client when they change (a
+    promotion, a reload): a standby, or a primary fenced read-only. Older
+    servers report neither: such a connection is found out by its first write.
+    """
+    info = conn.info
+    return "on" in (
+        info.parameter_status("in_hot_standby"),
+        info.parameter_status("default_transaction_read_only"),
+    )
+
+
+def check_writable(conn: Conn) -> None:
+    """The pool's check before it lends a connection: alive, and on a primary."""
+    ConnectionPool.check_connection(conn)
+    if on_read_only_server(conn):
+        conn.close()  # the pool replaces a closed connection; an open one it would lend again
+        raise psycopg.OperationalError("the server takes no writes (a standby?)")
 
 
 def transaction_failed(conn: Conn) -> bool:
@@ -117,7 +156,7 @@ class Pool:
             min_size=min_size,
             max_size=max_size,
             timeout=timeout,
-            check=ConnectionPool.check_connection,
+            check=check_writable,
             name=name,
             open=True,
             kwargs={} if prepare else {"prepare_threshold": None},
@@ -128,11 +167,24 @@ class Pool:
         """A connection whose transaction commits when the block ends without error."""
         try:
             with translate_errors(), self._pool.connection(timeout) as conn:
-                yield conn
+                try:
+                    yield conn
+                except Exception as exc:
+                    self._discard_if_read_only(conn, exc)
+                    raise
         except StoreError as exc:
             if isinstance(exc.__cause__, PoolTimeout):
                 raise PoolExhausted(str(exc)) from exc.__cause__
             raise
+
+    def _discard_if_read_only(self, conn: Conn, exc: Exception) -> None:
+        """A write refused as read-only: the primary has moved. This connection
+        is closed (the pool discards a closed one) and the others are replaced
+        as they come back, so that none stays on the old server."""
+        cause = exc.__cause__ if isinstance(exc, StoreError) else exc
+        if isinstance(cause, _READ_ONLY) or (not conn.closed and on_read_only_server(conn)):
+            conn.close()
+            self._pool.drain()
 
     def get_stats(self) -> dict[str, int]:
         """psycopg_pool's counters (pool_size, pool_available, requests_waiting, …)."""

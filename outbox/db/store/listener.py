@@ -5,9 +5,12 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from typing import Any
 
 import psycopg
 import psycopg.sql
+
+from outbox.db.store.connections import on_read_only_server
 
 _log = logging.getLogger(__name__)
 
@@ -30,7 +33,7 @@ class Listener:
         self.channel_name = channel
         self.channel = psycopg.sql.Identifier(channel)
         self.probe_seconds = probe_seconds
-        self.conn: psycopg.Connection[tuple[object, ...]] | None = None
+        self.conn: psycopg.Connection[Any] | None = None
         self.working: bool | None = None  # None: not probed yet
 
     def wait(self, timeout: float, stop: threading.Event) -> None:
@@ -59,13 +62,20 @@ class Listener:
                 left = deadline - time.monotonic()
                 if left <= 0 or list(self.conn.notifies(timeout=min(left, 0.25), stop_after=1)):
                     return
+                if on_read_only_server(self.conn):
+                    # No longer the primary: nothing is written here, so no
+                    # NOTIFY comes. The next wait listens where writes go.
+                    _log.debug("LISTEN connection is on a read-only server; reconnecting")
+                    self.close()
+                    stop.wait(max(0.0, deadline - time.monotonic()))
+                    return
         except psycopg.Error as exc:
             # Said at debug level: the relay's round says once that Postgres is down.
             _log.debug("LISTEN connection lost (%s); polling", exc)
             self.close()
             stop.wait(timeout)
 
-    def _probe(self, conn: psycopg.Connection[tuple[object, ...]]) -> bool:
+    def _probe(self, conn: psycopg.Connection[Any]) -> bool:
         with psycopg.connect(self.conninfo, autocommit=True, connect_timeout=5) as other:
             other.execute("SELECT pg_notify(%s, %s)", (self.channel_name, self.PROBE))
         deadline = time.monotonic() + self.probe_seconds

@@ -28,12 +28,17 @@ class Command(BaseCommand):  # type: ignore[misc]  # Django ships no types
         if conn.vendor != "postgresql":
             raise ConfigError(f"Outbox needs PostgreSQL, not {conn.vendor}")
         params = conn.settings_dict
+        # OPTIONS hold libpq's own parameters (sslmode, target_session_attrs for
+        # several hosts) beside the driver's (isolation_level, pool…): only libpq's go.
+        known = connections.libpq_keywords()
+        options = {k: str(v) for k, v in (params.get("OPTIONS") or {}).items() if k in known}
         with connections.connect_params(
             dbname=params["NAME"],
             user=params.get("USER") or None,
             password=params.get("PASSWORD") or None,
             host=params.get("HOST") or None,
             port=str(params["PORT"]) if params.get("PORT") else None,
+            **options,
         ) as own:
             applied = migration_runner.migrate(own)
         for name in applied:
