@@ -124,6 +124,8 @@ class Settings:
     console_session_seconds: float = 8 * 3600.0  # a console session lasts this long
     grafana_url: str = ""  # the console links to these when set
     jaeger_url: str = ""
+    rabbitmq_queue_type: str = "classic"  # quorum: queues replicated across a RabbitMQ cluster
+    rabbitmq_delivery_limit: int = 20  # deliveries of a message before it goes back to Postgres
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
@@ -169,6 +171,7 @@ class Settings:
         self.sender_domain_list()  # raises on an empty entry
         if not self.templates.is_dir():
             raise ConfigError(f"OUTBOX_TEMPLATES: {self.templates} is not a directory")
+        self._check_choice("rabbitmq_queue_type")
 
     def _check_choice(self, name: str) -> None:
         allowed = _CHOICES[name]
@@ -307,6 +310,7 @@ _CHOICES: dict[str, tuple[str, ...]] = {
     "prepared_statements": ("on", "off"),
     "pace_by_mx": ("on", "off"),
     "smtp_plaintext_auth": ("never", "loopback"),
+    "rabbitmq_queue_type": ("classic", "quorum"),
 }
 
 # Counts and sizes for which 0 would mean nothing can ever be sent or served.
@@ -326,6 +330,7 @@ _AT_LEAST_ONE = (
     "api_burst",
     "web_pool_size",
     "db_pool_max",
+    "rabbitmq_delivery_limit",
 )
 
 ENV_NAMES = {

@@ -11,6 +11,7 @@ from outbox.config import Settings
 from outbox.db.store import connections
 from outbox.models import Priority
 from outbox.relay.broker_watch import broker_watch
+from outbox.relay.dead_letters import dead_letters
 from outbox.relay.loop import Relay
 from outbox.relay.publish import Publisher
 from outbox.relay.retention import Retention
@@ -40,5 +41,14 @@ def relay(settings: Settings, args: argparse.Namespace, out: Printer) -> Result:
             if broker_kind(settings.broker) == "redis"
             else None
         )
-        Relay(settings, pool, Publisher(broker), priorities=priorities, watch=watch).run(stop)
+        # RabbitMQ dead-letters what it will not deliver (a quorum queue's delivery
+        # limit); the relay returns those rows to Postgres.
+        dead = (
+            dead_letters(settings.broker, priorities)
+            if broker_kind(settings.broker) == "rabbitmq"
+            else None
+        )
+        Relay(
+            settings, pool, Publisher(broker), priorities=priorities, watch=watch, dead_letters=dead
+        ).run(stop)
     return Done()

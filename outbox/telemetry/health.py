@@ -15,6 +15,7 @@ from outbox.config import Settings
 from outbox.db.store import breaker_rows, connections, processes
 from outbox.errors import StoreError
 from outbox.models import Priority
+from outbox.redis_clients import redis_client
 
 
 @dataclass
@@ -41,7 +42,7 @@ def broker_health(settings: Settings) -> dict[str, Any]:
     """Whether the broker answers, and the messages waiting in each queue."""
     if broker_kind(settings.broker) == "rabbitmq":
         return _rabbitmq_health(settings.broker)
-    client = redis.Redis.from_url(settings.broker, socket_connect_timeout=2, socket_timeout=2)
+    client = redis_client(settings.broker, socket_connect_timeout=2, socket_timeout=2)
     namespace = redis_namespace(settings.namespace)
     started = time.perf_counter()
     try:

@@ -7,6 +7,7 @@ import redis
 
 from outbox.broker import broker_kind, redis_namespace
 from outbox.config import Settings
+from outbox.redis_clients import redis_client
 
 
 def drop_namespace(settings: Settings, namespace: str) -> list[str]:
@@ -17,7 +18,7 @@ def drop_namespace(settings: Settings, namespace: str) -> list[str]:
         urls.add(settings.broker)
     left: list[str] = []
     for url in sorted(urls):
-        client = redis.Redis.from_url(url, socket_timeout=5, socket_connect_timeout=5)
+        client = redis_client(url, socket_timeout=5, socket_connect_timeout=5)
         try:
             for pattern in (f"{namespace}:*", f"{redis_namespace(namespace)}:*"):
                 try:

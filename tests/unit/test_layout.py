@@ -45,12 +45,14 @@ LAYERS: list[set[str]] = [
         "web.console_auth",
         "web.console_query",
         "web.chart",
+        "broker_urls",
     },  # pure core
     # I/O edges; validate and fields are pure but for the address library
     {"db", "transports", "message", "pacing", "broker", "telemetry", "validate", "fields"},
     {"delivery", "relay", "bounce_receiving", "intake", "cancelling", "preflight"},  # orchestration
     {"cli", "worker", "web", "testing", "django"},  # processes (django: an app in yours)
 ]
+LAYERS[1] |= {"redis_clients", "rabbitmq_queues"}  # the broker's clients, beside it
 DRIVERS = {"psycopg", "psycopg_pool", "dramatiq", "redis", "smtplib", "httpx", "boto3"}
 
 
