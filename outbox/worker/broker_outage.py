@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable, Iterable
 
 import dramatiq
@@ -33,7 +34,6 @@ class BrokerOutage(logging.Filter):
         self.probe = probe
         self.every = every
         self.down = DownOnce(log, "the broker")
-        self._probing = threading.Lock()
 
     def filter(self, record: logging.LogRecord) -> bool:
         message = str(record.msg)
@@ -44,16 +44,12 @@ class BrokerOutage(logging.Filter):
         return not (message.startswith(_RETRY) and self.down.is_down)
 
     def _wait_until_back(self) -> None:
-        if not self._probing.acquire(blocking=False):
-            return
-        try:
-            stopped = threading.Event()
-            while not stopped.wait(self.every):
-                if self._answers():
-                    self.down.ok()
-                    return
-        finally:
-            self._probing.release()
+        """One thread per outage (the first failure starts it), ended by the answer."""
+        while True:
+            time.sleep(self.every)
+            if self._answers():
+                self.down.ok()
+                return
 
     def _answers(self) -> bool:
         try:
