@@ -38,7 +38,9 @@ class BrokerOutage(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
         message = str(record.msg)
         if message.startswith(_LOST):
-            if self.down.failed(record.getMessage().removeprefix(_LOST + ": ")):
+            # redis-py appends the client's whole repr to some errors: the gist is enough.
+            error = record.getMessage().removeprefix(_LOST + ": ").partition(" : <")[0]
+            if self.down.failed(error[:300]):
                 threading.Thread(target=self._wait_until_back, daemon=True).start()
             return False
         return not (message.startswith(_RETRY) and self.down.is_down)
