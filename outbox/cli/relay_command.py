@@ -15,13 +15,14 @@ from outbox.relay.dead_letters import dead_letters
 from outbox.relay.loop import Relay
 from outbox.relay.publish import Publisher
 from outbox.relay.retention import Retention
-from outbox.telemetry.log_once import quiet_pool_logs
+from outbox.telemetry.log_once import quiet_broker_client_logs, quiet_pool_logs
 from outbox.telemetry.setup import setup_tracing
 
 
 def relay(settings: Settings, args: argparse.Namespace, out: Printer) -> Result:
     setup_tracing("outbox-relay")
     quiet_pool_logs()
+    quiet_broker_client_logs()
     stop = stop_on_signals()
     if settings.retention_days:
         Retention(settings, stop).start()

@@ -79,7 +79,7 @@ class Relay:
         # Set by run(): since when this relay has reached Postgres without a break.
         self._connected_since: float | None = None
         self.postgres = DownOnce(log, "Postgres")
-        self.broker = DownOnce(log, "the broker (Redis)")
+        self.broker = DownOnce(log, "the broker")
 
     def run_round(self) -> RoundResult:
         """Claim and publish one batch per priority, high first.

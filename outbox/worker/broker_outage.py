@@ -6,7 +6,10 @@ every few seconds, as critical). This filter keeps those to itself: the first
 becomes the process's one "the broker is down" warning, and a probe asks the
 broker once a second until it answers, which is the one "back" line. The
 consumers reconnect by themselves meanwhile (a Sentinel-managed client asks
-the sentinels for the new master, pika tries each node of a cluster).
+the sentinels for the new master, pika tries each node of a cluster). The
+warnings about each acknowledgement lost with the connection go the same way:
+the broker delivers those messages again, and a worker skips a row it finds
+no longer queued.
 """
 
 from __future__ import annotations
@@ -19,12 +22,15 @@ from collections.abc import Callable, Iterable
 import dramatiq
 from dramatiq.common import dq_name
 
-from outbox.telemetry.log_once import DownOnce
+from outbox.telemetry.log_once import DownOnce, quiet_broker_client_logs
 
 log = logging.getLogger(__name__)
 
 _LOST = "Consumer encountered a connection error"
 _RETRY = "Restarting consumer in"
+_UNACKED = "Failed to post_process_message"
+_CONNECTION = "due to a connection error"
+_STALE = "Failed to ack message: not in known tags"
 _PROBE_EVERY = 1.0
 
 
@@ -40,10 +46,18 @@ class BrokerOutage(logging.Filter):
         if message.startswith(_LOST):
             # redis-py appends the client's whole repr to some errors: the gist is enough.
             error = record.getMessage().removeprefix(_LOST + ": ").partition(" : <")[0]
-            if self.down.failed(error[:300]):
-                threading.Thread(target=self._wait_until_back, daemon=True).start()
+            self._lost(error[:300])
+            return False
+        if message.startswith(_STALE):
+            return False
+        if message.startswith(_UNACKED) and _CONNECTION in record.getMessage():
+            self._lost("an acknowledgement was lost with the connection")
             return False
         return not (message.startswith(_RETRY) and self.down.is_down)
+
+    def _lost(self, error: str) -> None:
+        if self.down.failed(error):
+            threading.Thread(target=self._wait_until_back, daemon=True).start()
 
     def _wait_until_back(self) -> None:
         """One thread per outage (the first failure starts it), ended by the answer."""
@@ -87,6 +101,8 @@ def install(broker: dramatiq.Broker, queues: Iterable[str]) -> BrokerOutage:
     outage = BrokerOutage(broker_probe(broker))
     for logger in consumer_loggers(queues):
         logger.addFilter(outage)
-    # pika logs every failed connection attempt at ERROR: the line above says it once.
-    logging.getLogger("pika").setLevel(logging.CRITICAL)
+    # A consumer that reconnected cannot acknowledge what the old connection
+    # delivered: the broker delivers it again, nothing to say per message.
+    logging.getLogger("dramatiq.brokers.rabbitmq._RabbitmqConsumer").addFilter(outage)
+    quiet_broker_client_logs()
     return outage

@@ -73,8 +73,8 @@ def _process_tree(pids: list[int]) -> set[int]:
 def _outage_lines(log: Path) -> tuple[int, int, int]:
     """Lines saying the broker is down, back, and Dramatiq's own retry lines."""
     text = log.read_text(errors="replace")
-    down = text.count("the broker is down") + text.count("the broker (Redis) is down")
-    back = text.count("the broker is back") + text.count("the broker (Redis) is back")
+    down = text.count("the broker is down")
+    back = text.count("the broker is back")
     return down, back, text.count("Consumer encountered a connection error")
 
 

@@ -89,3 +89,20 @@ def test_the_filter_sits_on_the_consumers_of_each_queue_and_its_delay_queue() ->
         "dramatiq.worker.ConsumerThread(email_high)",
         "dramatiq.worker.ConsumerThread(email_high.DQ)",
     ]
+
+
+def test_acknowledgements_lost_with_the_connection_are_the_same_outage(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    broker = FlakyBroker(failures=0)
+    outage = BrokerOutage(broker.ping, every=0.01)
+    caplog.set_level(logging.WARNING)
+    unacked = "Failed to post_process_message(%s) due to a connection error: %s\nretried"
+    for _ in range(3):
+        assert not outage.filter(_record(unacked, "deliver_bulk([1, 2])", "closed"))
+    assert not outage.filter(_record("Failed to ack message: not in known tags."))
+    assert outage.filter(_record("Failed to post_process_message(%s): %s", "m", "other"))
+    _wait_for_lines(caplog, 2)
+    lines = _lines(caplog)
+    assert lines[0] == "the broker is down: an acknowledgement was lost with the connection"
+    assert lines[1].startswith("the broker is back after")
