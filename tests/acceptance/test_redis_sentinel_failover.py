@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import psutil
@@ -41,12 +42,12 @@ HOLD = 1.0  # seconds the master accepts writes its replica never receives
 
 
 @pytest.fixture
-def sentinels(tmp_path: Path) -> SentinelGroup:
+def sentinels(tmp_path: Path) -> Iterator[SentinelGroup]:
     workdir = tmp_path / "sentinel"
     workdir.mkdir()
     group = SentinelGroup(workdir)
     try:
-        yield group.start()  # type: ignore[misc]
+        yield group.start()
     finally:
         group.close()
 
