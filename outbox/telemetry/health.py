@@ -11,6 +11,7 @@ from typing import Any
 import redis
 
 from outbox.broker import broker_kind, queue_name, redis_namespace
+from outbox.broker_urls import amqp_nodes
 from outbox.config import Settings
 from outbox.db.store import breaker_rows, connections, processes
 from outbox.errors import StoreError
@@ -103,11 +104,12 @@ def _rabbitmq_health(url: str) -> dict[str, Any]:
     import pika.exceptions  # noqa: PLC0415
 
     started = time.perf_counter()
-    parameters = pika.URLParameters(url)
-    parameters.socket_timeout = 2
-    parameters.blocked_connection_timeout = 2
+    nodes = [pika.URLParameters(node) for node in amqp_nodes(url)]  # a cluster's, in turn
+    for parameters in nodes:
+        parameters.socket_timeout = 2
+        parameters.blocked_connection_timeout = 2
     try:
-        connection = pika.BlockingConnection(parameters)
+        connection = pika.BlockingConnection(nodes)
     except pika.exceptions.AMQPError as exc:
         return {"up": False, "error": type(exc).__name__}
     try:

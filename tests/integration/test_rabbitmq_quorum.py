@@ -1,4 +1,4 @@
-"""Quorum queues (OUTBOX_RABBITMQ_QUEUE_TYPE=quorum) on this machine's RabbitMQ.
+"""Quorum queues (OUTBOX_RABBITMQ_QUEUE_TYPE=quorum) and node lists, on this machine's RabbitMQ.
 
 A quorum queue gives up on a message redelivered past its delivery limit. It
 must dead-letter it, never drop it, and the relay must turn what was
@@ -20,6 +20,8 @@ from outbox.models import Priority
 from outbox.relay.dead_letters import dead_letters
 from outbox.relay.loop import Relay
 from outbox.relay.publish import Publisher
+from outbox.telemetry.health import broker_health
+from outbox.testing.private_servers import free_port
 from tests.integration.helpers import add_newsletter, pool, query, statuses
 from tests.rabbitmq import connect, depth, private_vhost
 
@@ -145,3 +147,19 @@ def test_a_dead_letter_drain_leaves_a_row_a_worker_took(quorum: Settings) -> Non
             assert depth(quorum.broker_url, "email_bulk.XQ") == 0
     finally:
         broker.close()
+
+
+def test_a_node_that_does_not_answer_is_passed_over_for_the_next(settings: Settings) -> None:
+    with private_vhost() as url:
+        down = f"amqp://guest:guest@127.0.0.1:{free_port()}/{url.rpartition('/')[2]}"
+        nodes = dataclasses.replace(settings, broker_url=f"{down},{url}")
+        broker = make_broker(nodes)
+        try:
+            Publisher(broker)(Priority.BULK, [[1, 2]])
+            Publisher(broker)(Priority.HIGH, [[3]])
+        finally:
+            broker.close()
+        assert depth(url, "email_bulk") == 1
+        health = broker_health(nodes)
+        assert health["up"], health
+        assert health["messages"]["email_bulk"] == 1
