@@ -81,15 +81,19 @@ def make_broker(settings: Settings) -> dramatiq.Broker:
 
 
 def _rabbitmq_broker(settings: Settings) -> dramatiq.Broker:
-    from dramatiq.brokers.rabbitmq import RabbitmqBroker  # noqa: PLC0415 (pika on demand)
-
-    from outbox.rabbitmq_queues import QuorumRabbitmqBroker  # noqa: PLC0415
+    # pika on demand
+    from outbox.rabbitmq_queues import NamespacedRabbitmqBroker, QuorumRabbitmqBroker  # noqa: PLC0415
 
     # Durable queues and persistent messages are Dramatiq's defaults for
     # RabbitMQ; confirms make enqueue return only once the broker has it.
+    # Queue names carry OUTBOX_NAMESPACE, as Redis keys do.
     nodes = amqp_nodes(settings.broker)
+    url = nodes if len(nodes) > 1 else nodes[0]
     if settings.rabbitmq_queue_type == "quorum":
         return QuorumRabbitmqBroker(
-            url=nodes, confirm_delivery=True, delivery_limit=settings.rabbitmq_delivery_limit
+            namespace=settings.namespace,
+            url=url,
+            confirm_delivery=True,
+            delivery_limit=settings.rabbitmq_delivery_limit,
         )
-    return RabbitmqBroker(url=nodes if len(nodes) > 1 else nodes[0], confirm_delivery=True)
+    return NamespacedRabbitmqBroker(namespace=settings.namespace, url=url, confirm_delivery=True)

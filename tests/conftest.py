@@ -140,7 +140,7 @@ def broker_of(request: pytest.FixtureRequest, settings: Settings) -> Settings:
     if request.param == "redis":
         return settings
     url: str = request.getfixturevalue("rabbitmq_url")
-    empty_queues(url)
+    empty_queues(url, settings.namespace)
     return dataclasses.replace(settings, broker_url=url)
 
 

@@ -1,7 +1,8 @@
 """RabbitMQ of this machine, one virtual host per test session.
 
-Queues have the same names in every deployment (email_high, email_bulk);
-RabbitMQ's virtual hosts are what keep deployments, and test sessions, apart.
+Each test's queues carry its own OUTBOX_NAMESPACE (``<namespace>.email_high``),
+as they would for two deployments on one virtual host; the session's virtual
+host keeps test sessions apart.
 """
 
 from __future__ import annotations
@@ -16,8 +17,18 @@ import pika
 import pika.exceptions
 import pytest
 
+from outbox.rabbitmq_queues import wire_name
+
 START_RABBITMQ = "start it with `rabbitmq-server -detached`"
-QUEUES = [f"email_{p}{suffix}" for p in ("high", "bulk") for suffix in ("", ".DQ", ".XQ")]
+
+
+def queues(namespace: str) -> list[str]:
+    """Every RabbitMQ queue an outbox of ``namespace`` declares."""
+    return [
+        wire_name(namespace, f"email_{p}{suffix}")
+        for p in ("high", "bulk")
+        for suffix in ("", ".DQ", ".XQ")
+    ]
 
 
 def _ctl(*args: str) -> None:
@@ -50,11 +61,11 @@ def connect(url: str) -> pika.BlockingConnection:
         pytest.fail(f"RabbitMQ at 127.0.0.1:5672 does not answer ({exc!r}); {START_RABBITMQ}")
 
 
-def empty_queues(url: str) -> None:
+def empty_queues(url: str, namespace: str) -> None:
     connection = connect(url)
     try:
         channel = connection.channel()
-        for queue in QUEUES:
+        for queue in queues(namespace):
             channel.queue_delete(queue=queue)
     finally:
         connection.close()

@@ -1,5 +1,5 @@
 """``python -m outbox.cli``: the ``outbox`` command, without its console script."""
 
-from outbox.cli.command_line import main
+from outbox.cli import main
 
 raise SystemExit(main())

@@ -33,6 +33,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         level=os.environ.get("OUTBOX_LOG_LEVEL", "INFO").upper(),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
+    # pika narrates every connection at INFO (a dozen lines per `outbox status`).
+    logging.getLogger("pika").setLevel(logging.WARNING)
     process = getattr(args, "process", None)
     if args.command == "bounces" and args.action == "serve":
         process = "bounces"

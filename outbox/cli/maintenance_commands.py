@@ -126,7 +126,7 @@ def sweep(settings: Settings, args: argparse.Namespace, out: Printer) -> Result:
 
 def _lost_queued(settings: Settings, conn: connections.Conn, out: Printer) -> set[int]:
     """Queued rows Redis no longer holds (RabbitMQ's durable queues lose none)."""
-    candidates = relaying.queued_ids(conn, lost_after=1.0)
+    candidates = relaying.queued_ids(conn, priorities=[p.value for p in Priority], lost_after=1.0)
     if not candidates:
         return set()
     client = redis_client(settings.broker, socket_connect_timeout=5, socket_timeout=5)

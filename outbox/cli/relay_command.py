@@ -45,7 +45,7 @@ def relay(settings: Settings, args: argparse.Namespace, out: Printer) -> Result:
         # RabbitMQ dead-letters what it will not deliver (a quorum queue's delivery
         # limit); the relay returns those rows to Postgres.
         dead = (
-            dead_letters(settings.broker, priorities)
+            dead_letters(settings, priorities)
             if broker_kind(settings.broker) == "rabbitmq"
             else None
         )

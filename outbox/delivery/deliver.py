@@ -141,6 +141,8 @@ class Delivery:
         self.transport = transport
         self.policy = RetryPolicy.from_settings(settings)
         self.templates = template_set(settings.templates)
+        # Kept, not looked up per email: hashing the settings costs more than the lookup.
+        self.composer = composer(settings)
         self.rand = rand
         self.stopping = stopping or threading.Event()
         self.envelope_from = parseaddr(settings.sender)[1]
@@ -478,7 +480,7 @@ class Delivery:
         ascii_recipient = row.recipient if row.recipient.isascii() else ascii_address(row.recipient)
         recipient = ascii_recipient or row.recipient
         # Template version, list headers, attachments and DKIM: outbox.message.compose.
-        data = composer(self.settings).message(row, to=recipient, connect=self.pool.connection)
+        data = self.composer.message(row, to=recipient, connect=self.pool.connection)
         return OutgoingMessage(
             envelope_from=self._return_path(row),
             recipient=recipient,
@@ -497,13 +499,19 @@ class Delivery:
         """VERP when a bounce domain is set: the bounce names its row."""
         settings = self.settings
         if not settings.bounce_domain:
-            return parseaddr(row.sender)[1] if row.sender else self.envelope_from
+            return _address_of(row.sender) if row.sender else self.envelope_from
         return return_path(row.id, domain=settings.bounce_domain, secret=settings.secret)
 
     def _release(self, ids: list[int], worker: str, reason: str) -> None:
         with self.pool.connection() as conn:
             sending.release_unattempted(conn, ids, worker, reason)
         log.info("released %d unattempted rows: %s", len(ids), reason)
+
+
+@functools.lru_cache(maxsize=256)
+def _address_of(sender: str) -> str:
+    """The address of a From header (an application sends from a few): parsed once each."""
+    return parseaddr(sender)[1]
 
 
 class _PreviousCommitted:

@@ -4,7 +4,10 @@
 the current ``transaction.atomic`` block (outside one, Django's autocommit
 applies: the email is committed at once). ``manage.py outbox_migrate``
 creates or updates Outbox's tables; ``EMAIL_BACKEND =
-"outbox.django.EmailBackend"`` routes ``send_mail`` through the outbox.
+"outbox.django.EmailBackend"`` routes ``send_mail`` through the outbox;
+:func:`high_priority` and ``PriorityMiddleware`` put mail on the high queue.
+Settings may be given in ``settings.OUTBOX`` (:mod:`outbox.django.project_settings`),
+and ``manage.py check`` runs Outbox's preflight.
 Both the psycopg 3 and the psycopg2 backends of Django work.
 """
 
@@ -19,7 +22,7 @@ if TYPE_CHECKING:
 # Nothing is imported until used: Django loads this app before it binds its
 # database driver, and the app must not choose it.
 
-__all__ = ["EmailBackend", "enqueue", "enqueue_many"]
+__all__ = ["EmailBackend", "PriorityMiddleware", "enqueue", "enqueue_many", "high_priority"]
 
 
 def enqueue(*, using: str | None = None, **kwargs: Any) -> intake.Enqueued:
@@ -47,4 +50,8 @@ def __getattr__(name: str) -> Any:
         from outbox.django.email_backend import EmailBackend  # noqa: PLC0415
 
         return EmailBackend
+    if name in ("PriorityMiddleware", "high_priority"):
+        from outbox.django import priority  # noqa: PLC0415
+
+        return getattr(priority, name)
     raise AttributeError(f"module 'outbox.django' has no attribute {name!r}")

@@ -2,7 +2,8 @@
 
 Each message is enqueued on Django's connection (``OUTBOX_DATABASE_ALIAS``, else
 ``default``) in the current ``transaction.atomic`` block: mail sent in a view
-that rolls back is never sent. The mapping is :mod:`outbox.django.message_mapping`.
+that rolls back is never sent. The mapping is :mod:`outbox.django.message_mapping`;
+the queue a message goes on, :mod:`outbox.django.priority`.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from django.core.mail.backends.base import BaseEmailBackend
 from django.db import DEFAULT_DB_ALIAS, connections
 
 from outbox import intake
+from outbox.django import priority
 from outbox.django.message_mapping import enqueue_arguments, supported
 from outbox.errors import InvalidMessage, OutboxError
 
@@ -39,6 +41,8 @@ class EmailBackend(BaseEmailBackend):  # type: ignore[misc]  # Django ships no t
             emails = []
             for message in email_messages:
                 for email in enqueue_arguments(message, default_from=default_from):
+                    if "priority" not in email and priority.current():
+                        email["priority"] = priority.current()  # marked by the sending code
                     kept, lost = supported(email, ACCEPTED)
                     if lost:
                         raise InvalidMessage(f"this Outbox cannot take {', '.join(lost)}")

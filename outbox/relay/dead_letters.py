@@ -21,8 +21,10 @@ from dramatiq.common import xq_name
 
 from outbox.broker import queue_name
 from outbox.broker_urls import amqp_nodes
+from outbox.config import Settings
 from outbox.errors import BrokerError
 from outbox.models import Priority
+from outbox.rabbitmq_queues import wire_name
 from outbox.relay.broker_watch import row_ids
 
 log = logging.getLogger(__name__)
@@ -33,6 +35,7 @@ _BATCH = 500
 
 class DeadLetters:
     def __init__(self, url: str, queues: Iterable[str]) -> None:
+        """``queues``: the queues on the wire whose ``.XQ`` is read."""
         self.parameters = [pika.URLParameters(node) for node in amqp_nodes(url)]
         for parameters in self.parameters:
             parameters.socket_timeout = 5
@@ -99,5 +102,7 @@ class DeadLetters:
         return returned
 
 
-def dead_letters(url: str, priorities: Iterable[Priority]) -> DeadLetters:
-    return DeadLetters(url, [queue_name(p) for p in priorities])
+def dead_letters(settings: Settings, priorities: Iterable[Priority]) -> DeadLetters:
+    """The dead-letter queues of ``priorities`` in the broker (RabbitMQ) the settings name."""
+    queues = [wire_name(settings.namespace, queue_name(p)) for p in priorities]
+    return DeadLetters(settings.broker, queues)

@@ -129,7 +129,9 @@ class Relay:
         lost: set[int] = set()
         if self.watch is not None:
             with self.pool.connection() as conn:
-                candidates = relaying.queued_ids(conn, lost_after=_LOST_AFTER)
+                candidates = relaying.queued_ids(
+                    conn, priorities=[p.value for p in self.priorities], lost_after=_LOST_AFTER
+                )
             if candidates:
                 try:
                     held = self.watch.held_ids()

@@ -4,6 +4,7 @@ the transport's breaker, and the last heartbeat of every relay and worker proces
 
 from __future__ import annotations
 
+import logging
 import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -42,7 +43,7 @@ class Health:
 def broker_health(settings: Settings) -> dict[str, Any]:
     """Whether the broker answers, and the messages waiting in each queue."""
     if broker_kind(settings.broker) == "rabbitmq":
-        return _rabbitmq_health(settings.broker)
+        return _rabbitmq_health(settings.broker, settings.namespace)
     client = redis_client(settings.broker, socket_connect_timeout=2, socket_timeout=2)
     namespace = redis_namespace(settings.namespace)
     started = time.perf_counter()
@@ -99,9 +100,11 @@ def gather(settings: Settings, conn: connections.Conn | None, error: str = "") -
     return health
 
 
-def _rabbitmq_health(url: str) -> dict[str, Any]:
+def _rabbitmq_health(url: str, namespace: str) -> dict[str, Any]:
     import pika  # noqa: PLC0415 (only for a RabbitMQ broker)
     import pika.exceptions  # noqa: PLC0415
+
+    from outbox.rabbitmq_queues import wire_name  # noqa: PLC0415
 
     started = time.perf_counter()
     nodes = [pika.URLParameters(node) for node in amqp_nodes(url)]  # a cluster's, in turn
@@ -113,14 +116,38 @@ def _rabbitmq_health(url: str) -> dict[str, Any]:
     except pika.exceptions.AMQPError as exc:
         return {"up": False, "error": type(exc).__name__}
     try:
-        channel = connection.channel()
         queues = {}
         for p in Priority:
-            declared = channel.queue_declare(queue=queue_name(p), durable=True, passive=True)
-            queues[queue_name(p)] = int(declared.method.message_count)
+            queues[queue_name(p)] = _rabbitmq_depth(connection, wire_name(namespace, queue_name(p)))
     except pika.exceptions.AMQPError as exc:
         return {"up": False, "error": type(exc).__name__}
     finally:
         if connection.is_open:
             connection.close()
     return {"up": True, "latency_ms": (time.perf_counter() - started) * 1000, "messages": queues}
+
+
+def _rabbitmq_depth(connection: Any, queue: str) -> int:
+    """Messages ready in ``queue``; 0 when no process has declared it yet (a fresh vhost)."""
+    import pika.exceptions  # noqa: PLC0415
+
+    channel = connection.channel()  # a channel each: the broker closes one on a missing queue
+    quiet = _MissingQueueQuiet()
+    channel_log = logging.getLogger("pika.channel")
+    channel_log.addFilter(quiet)  # the 404 is an answer here, not a warning
+    try:
+        declared = channel.queue_declare(queue=queue, durable=True, passive=True)
+    except pika.exceptions.ChannelClosedByBroker as exc:
+        if exc.reply_code == 404:  # AMQP NOT_FOUND
+            return 0
+        raise
+    finally:
+        channel_log.removeFilter(quiet)
+    count = int(declared.method.message_count)
+    channel.close()
+    return count
+
+
+class _MissingQueueQuiet(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "NOT_FOUND - no queue" not in record.getMessage()

@@ -21,6 +21,7 @@ import pytest
 
 from outbox.broker import make_broker
 from outbox.config import Settings
+from outbox.rabbitmq_queues import wire_name
 from outbox.testing.sink import Behaviour
 from tests.acceptance.checks import (
     add_emails,
@@ -88,8 +89,8 @@ def test_the_queue_leader_killed_mid_drain_loses_nothing(
             broker.declare_queue(queue, ensure=True)  # type: ignore[call-arg]
     finally:
         broker.close()
-    leader = cluster.leader_of("email_bulk")
-    high_leader = cluster.leader_of("email_high")
+    leader = cluster.leader_of(wire_name(settings.namespace, "email_bulk"))
+    high_leader = cluster.leader_of(wire_name(settings.namespace, "email_high"))
     sink = rig.sink(lambda _a: Behaviour(delay=0.002))
     p = rig.pipeline(child_env(settings, sink.url), high=(1, 2), bulk=(1, 4))
     wait_until(lambda: len(sink.messages) >= 100, timeout(90), "sending under way")
@@ -111,7 +112,7 @@ def test_the_queue_leader_killed_mid_drain_loses_nothing(
         raise AssertionError(f"{exc}: {unfinished(settings)}") from None
     figures = assert_no_loss(settings, sink)
     swept = query(settings, "SELECT count(*) FROM email_event WHERE reason LIKE 'swept%%'")[0][0]
-    new_leader = cluster.leader_of("email_bulk")
+    new_leader = cluster.leader_of(wire_name(settings.namespace, "email_bulk"))
     still_running = {name: proc.poll() is None for name, proc in p.procs.items()}
     after = _process_tree([proc.pid for proc in p.procs.values()])
     outage_lines = {log.stem: _outage_lines(log) for log in sorted(rig.log_dir.glob("*.log"))}

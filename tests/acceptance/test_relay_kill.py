@@ -22,6 +22,7 @@ from pathlib import Path
 import redis
 
 from outbox.config import Settings
+from outbox.rabbitmq_queues import wire_name
 from tests.acceptance.checks import (
     add_emails,
     assert_no_loss,
@@ -41,7 +42,10 @@ def _queued_messages(settings: Settings, client: redis.Redis) -> int:
     """Messages the broker holds for the two queues."""
     queues = ("email_high", "email_bulk")
     if settings.broker_url.startswith("amqp"):
-        return sum(depth(settings.broker_url, queue, missing=0) for queue in queues)
+        return sum(
+            depth(settings.broker_url, wire_name(settings.namespace, queue), missing=0)
+            for queue in queues
+        )
     return sum(int(client.hlen(f"{settings.namespace}-dramatiq:{queue}.msgs")) for queue in queues)
 
 

@@ -171,7 +171,7 @@ def main(backend: str) -> None:
     assert message.send() == 1
     assert message.send() == 1  # the same key: still one email
     assert count("idempotency_key = 'welcome-1' AND recipient = 'bob@example.com'") == 1
-    # A plain send_mail: from DEFAULT_FROM_EMAIL, so OUTBOX_FROM's; its own content.
+    # A plain send_mail: from DEFAULT_FROM_EMAIL, the From when OUTBOX_FROM is unset.
     assert mail.send_mail("Hello", "free-form text", None, ["carol@example.com"]) == 1
     (plain,) = rows("recipient = 'carol@example.com'")
     assert (plain["template"], plain["subject"], plain["body_text"]) == (
@@ -179,7 +179,7 @@ def main(backend: str) -> None:
         "Hello",
         "free-form text",
     )
-    assert plain["sender"] == "Outbox <no-reply@outbox.localhost>", plain["sender"]
+    assert plain["sender"] == "Shop <shop@outbox.localhost>", plain["sender"]
 
     # Everything a Django message carries arrives as given.
     full = mail.EmailMultiAlternatives(

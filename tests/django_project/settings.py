@@ -16,5 +16,6 @@ DATABASES = {
     }
 }
 EMAIL_BACKEND = "outbox.django.EmailBackend"
-DEFAULT_FROM_EMAIL = "Shop <shop@example.com>"
+DEFAULT_FROM_EMAIL = "Shop <shop@outbox.localhost>"  # the From: OUTBOX_FROM is unset
 USE_TZ = True
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"

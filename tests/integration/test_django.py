@@ -88,5 +88,5 @@ def check_delivered(settings: Settings) -> None:
     received, plain = by_key[
         next(k for k, (r, _) in by_key.items() if "carol@example.com" in r.recipients)
     ]
-    assert plain["From"] == "Outbox <no-reply@outbox.localhost>"
+    assert plain["From"] == "Shop <shop@outbox.localhost>"
     assert plain["Subject"] == "Hello"

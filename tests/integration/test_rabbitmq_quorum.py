@@ -17,6 +17,7 @@ import pytest
 from outbox.broker import make_broker
 from outbox.config import Settings
 from outbox.models import Priority
+from outbox.rabbitmq_queues import wire_name
 from outbox.relay.dead_letters import dead_letters
 from outbox.relay.loop import Relay
 from outbox.relay.publish import Publisher
@@ -55,6 +56,10 @@ def _queue_types(vhost_url: str) -> dict[str, str]:
     return dict(line.split("\t") for line in done.stdout.splitlines() if line.strip())
 
 
+def _wire(settings: Settings, queue: str) -> str:
+    return wire_name(settings.namespace, queue)
+
+
 def _refuse(url: str, queue: str, times: int) -> int:
     """Take each message of ``queue`` and hand it back ``times`` times; messages seen."""
     connection = connect(url)
@@ -83,7 +88,7 @@ def test_queues_delay_queues_and_dead_letter_queues_are_quorum_queues(quorum: Se
         broker.close()
     types = _queue_types(quorum.broker_url)
     for queue in ("email_high", "email_high.DQ", "email_high.XQ"):
-        assert types.get(queue) == "quorum", types
+        assert types.get(_wire(quorum, queue)) == "quorum", types
 
 
 def test_a_message_past_the_delivery_limit_goes_back_to_postgres_as_a_pending_row(
@@ -98,17 +103,19 @@ def test_a_message_past_the_delivery_limit_goes_back_to_postgres_as_a_pending_ro
                 p,
                 Publisher(broker),
                 priorities=[Priority.BULK],
-                dead_letters=dead_letters(quorum.broker_url, [Priority.BULK]),
+                dead_letters=dead_letters(quorum, [Priority.BULK]),
             )
             assert relay.run_round().published == 4
             assert statuses(quorum) == {"queued": 4}
             # Each message delivered and handed back until the queue gives up on it.
-            _refuse(quorum.broker_url, "email_bulk", LIMIT + 2)
-            assert depth(quorum.broker_url, "email_bulk") == 0
-            assert depth(quorum.broker_url, "email_bulk.XQ") == 2  # dead-lettered, not dropped
+            _refuse(quorum.broker_url, _wire(quorum, "email_bulk"), LIMIT + 2)
+            assert depth(quorum.broker_url, _wire(quorum, "email_bulk")) == 0
+            assert (
+                depth(quorum.broker_url, _wire(quorum, "email_bulk.XQ")) == 2
+            )  # dead-lettered, not dropped
             relay.sweep()
             assert statuses(quorum) == {"pending": 4}
-            assert depth(quorum.broker_url, "email_bulk.XQ") == 0
+            assert depth(quorum.broker_url, _wire(quorum, "email_bulk.XQ")) == 0
             reasons = query(
                 quorum,
                 "SELECT DISTINCT reason FROM email_event WHERE outbox_id = ANY(%s)"
@@ -118,7 +125,7 @@ def test_a_message_past_the_delivery_limit_goes_back_to_postgres_as_a_pending_ro
             assert reasons == [("swept: queued, the broker dead-lettered its message",)]
             # Published again, as any pending row.
             assert relay.run_round().published == 4
-            assert depth(quorum.broker_url, "email_bulk") == 2
+            assert depth(quorum.broker_url, _wire(quorum, "email_bulk")) == 2
     finally:
         broker.close()
 
@@ -133,18 +140,18 @@ def test_a_dead_letter_drain_leaves_a_row_a_worker_took(quorum: Settings) -> Non
                 p,
                 Publisher(broker),
                 priorities=[Priority.BULK],
-                dead_letters=dead_letters(quorum.broker_url, [Priority.BULK]),
+                dead_letters=dead_letters(quorum, [Priority.BULK]),
             )
             relay.run_round()
             with p.connection() as conn:
                 conn.execute("UPDATE email_outbox SET status = 'sending' WHERE id = 1")
-            _refuse(quorum.broker_url, "email_bulk", LIMIT + 2)
+            _refuse(quorum.broker_url, _wire(quorum, "email_bulk"), LIMIT + 2)
             relay.sweep()
             assert dict(query(quorum, "SELECT id, status FROM email_outbox")) == {
                 1: "sending",
                 2: "pending",
             }
-            assert depth(quorum.broker_url, "email_bulk.XQ") == 0
+            assert depth(quorum.broker_url, _wire(quorum, "email_bulk.XQ")) == 0
     finally:
         broker.close()
 
@@ -159,7 +166,7 @@ def test_a_node_that_does_not_answer_is_passed_over_for_the_next(settings: Setti
             Publisher(broker)(Priority.HIGH, [[3]])
         finally:
             broker.close()
-        assert depth(url, "email_bulk") == 1
+        assert depth(url, _wire(nodes, "email_bulk")) == 1
         health = broker_health(nodes)
         assert health["up"], health
         assert health["messages"]["email_bulk"] == 1

@@ -192,6 +192,39 @@ def test_sweeper_returns_stuck_rows(settings: Settings) -> None:
     assert "never finished sending" in reasons[3]
 
 
+def test_two_relays_of_one_priority_each_sweep_nothing_both_queues_hold(
+    settings: Settings,
+) -> None:
+    """A relay asks the broker about its own queue only, so it judges only its rows:
+    the high relay must not return the newsletter's rows waiting in the bulk queue."""
+    add_newsletter(settings, 50)
+    add_login(settings, "login-1")
+    add_login(settings, "login-2")
+    broker = make_broker(settings)
+    with pool(settings) as p:
+        relays = [
+            Relay(
+                settings,
+                p,
+                Publisher(broker),
+                priorities=[priority],
+                watch=broker_watch(settings, broker.client, [priority]),
+            )
+            for priority in Priority
+        ]
+        for relay in relays:
+            relay.run_round()
+        # Published over a second ago: every queued row is a sweep candidate now.
+        query(
+            settings,
+            "UPDATE email_outbox SET locked_at = now() - interval '1 minute' RETURNING id",
+        )
+        swept = [relay.sweep(queued_only=True).requeued for relay in relays]
+    broker.close()
+    assert swept == [0, 0]
+    assert statuses(settings) == {"queued": 52}
+
+
 @pytest.mark.slow
 def test_sweeper_leaves_queued_rows_alone_when_the_broker_cannot_be_asked(
     settings: Settings,

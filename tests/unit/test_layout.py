@@ -48,7 +48,17 @@ LAYERS: list[set[str]] = [
         "broker_urls",
     },  # pure core
     # I/O edges; validate and fields are pure but for the address library
-    {"db", "transports", "message", "pacing", "broker", "telemetry", "validate", "fields"},
+    {
+        "db",
+        "transports",
+        "message",
+        "pacing",
+        "broker",
+        "rabbitmq_queues",
+        "telemetry",
+        "validate",
+        "fields",
+    },
     {"delivery", "relay", "bounce_receiving", "intake", "cancelling", "preflight"},  # orchestration
     {"cli", "worker", "web", "testing", "django"},  # processes (django: an app in yours)
 ]

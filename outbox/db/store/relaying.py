@@ -101,9 +101,13 @@ def sweep_orphans(
     return {int(r[0]): str(r[1]) for r in rows}
 
 
-def queued_ids(conn: Conn, *, lost_after: float, limit: int = 10_000) -> list[int]:
+def queued_ids(
+    conn: Conn, *, priorities: Collection[str], lost_after: float, limit: int = 10_000
+) -> list[int]:
+    """Queued rows of ``priorities`` published over ``lost_after`` seconds ago."""
+    args = {"priorities": list(priorities), "lost_after": lost_after, "limit": limit}
     with translate_errors():
-        rows = conn.execute(queries["queued_ids"], {"lost_after": lost_after, "limit": limit})
+        rows = conn.execute(queries["queued_ids"], args)
         return [int(r[0]) for r in rows]
 
 

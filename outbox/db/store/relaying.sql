@@ -97,9 +97,12 @@ WITH orphans AS (
 SELECT id, status FROM swept;
 
 -- queued_ids --
--- Rows published long enough ago to have reached the broker (sweep candidates).
+-- Rows published long enough ago to have reached the broker (sweep candidates),
+-- of the priorities whose queues the caller asked the broker about: a relay of
+-- one priority cannot tell whether the other's messages are still held.
 SELECT id FROM email_outbox
-WHERE status = 'queued' AND locked_at < now() - make_interval(secs => %(lost_after)s)
+WHERE status = 'queued' AND priority = ANY(%(priorities)s::text[])
+    AND locked_at < now() - make_interval(secs => %(lost_after)s)
 ORDER BY id LIMIT %(limit)s;
 
 -- return_dead_lettered --

@@ -1,0 +1,1 @@
+"""A shop's app in the test project: the ``Order`` the Django example of the README creates."""
