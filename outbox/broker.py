@@ -1,7 +1,9 @@
 """The Dramatiq broker the relay publishes to and the workers consume from, by URL.
 
-``OUTBOX_BROKER_URL`` (else ``REDIS_URL``) picks it: ``redis://`` for Redis,
-``amqp://`` for RabbitMQ. RabbitMQ keeps what it was given across its own
+``OUTBOX_BROKER_URL`` (else ``REDIS_URL``) picks it: ``redis://`` (or
+``redis+sentinel://``, :mod:`outbox.redis_clients`) for Redis, ``amqp://`` for
+RabbitMQ, several node URLs separated by commas for a cluster (pika tries them
+in turn on every connect and reconnect). RabbitMQ keeps what it was given across its own
 restart: durable queues, persistent messages, and publisher confirms, so the
 relay commits a claim only after the broker has the message (Dramatiq's
 ``confirm_delivery``). Redis without persistence loses its queues on a restart;
@@ -16,11 +18,13 @@ import dramatiq
 from dramatiq.brokers.redis import RedisBroker
 from dramatiq.middleware import AgeLimit, Retries, TimeLimit
 
+from outbox.broker_urls import SENTINEL_SCHEMES, amqp_nodes
 from outbox.config import Settings
 from outbox.errors import ConfigError
 from outbox.models import Priority
+from outbox.redis_clients import redis_client
 
-REDIS_SCHEMES = frozenset({"redis", "rediss", "unix"})
+REDIS_SCHEMES = frozenset({"redis", "rediss", "unix", *SENTINEL_SCHEMES})
 AMQP_SCHEMES = frozenset({"amqp", "amqps"})
 
 
@@ -38,7 +42,9 @@ def broker_kind(url: str) -> str:
         return "redis"
     if scheme in AMQP_SCHEMES:
         return "rabbitmq"
-    raise ConfigError("OUTBOX_BROKER_URL must be a redis://, rediss://, unix:// or amqp:// URL")
+    raise ConfigError(
+        "OUTBOX_BROKER_URL must be a redis://, rediss://, unix://, redis+sentinel:// or amqp:// URL"
+    )
 
 
 def redis_namespace(namespace: str) -> str:
@@ -49,17 +55,18 @@ def redis_namespace(namespace: str) -> str:
 def make_broker(settings: Settings) -> dramatiq.Broker:
     broker: dramatiq.Broker
     if broker_kind(settings.broker) == "rabbitmq":
-        from outbox.rabbitmq_queues import NamespacedRabbitmqBroker  # noqa: PLC0415 (pika on demand)
-
-        # Durable queues and persistent messages are Dramatiq's defaults for
-        # RabbitMQ; confirms make enqueue return only once the broker has it.
-        # Queue names carry OUTBOX_NAMESPACE, as Redis keys do.
-        broker = NamespacedRabbitmqBroker(
-            namespace=settings.namespace, url=settings.broker, confirm_delivery=True
-        )
+        broker = _rabbitmq_broker(settings)
     else:
+        # No command waits on the server (Dramatiq's fetch is a script): a reply
+        # slower than this is a server gone without a word, not a slow one.
+        client = redis_client(
+            settings.broker,
+            variable="OUTBOX_BROKER_URL" if settings.broker_url else "REDIS_URL",
+            socket_connect_timeout=5,
+            socket_timeout=30,
+        )
         broker = RedisBroker(  # type: ignore[no-untyped-call]
-            url=settings.broker, namespace=redis_namespace(settings.namespace)
+            client=client, namespace=redis_namespace(settings.namespace)
         )
     # The outbox row owns retries and age limits: a retry scheduled in the
     # broker would vanish with a Redis restart, one in Postgres does not. No time
@@ -71,3 +78,22 @@ def make_broker(settings: Settings) -> dramatiq.Broker:
     for priority in Priority:
         broker.declare_queue(queue_name(priority))
     return broker
+
+
+def _rabbitmq_broker(settings: Settings) -> dramatiq.Broker:
+    # pika on demand
+    from outbox.rabbitmq_queues import NamespacedRabbitmqBroker, QuorumRabbitmqBroker  # noqa: PLC0415
+
+    # Durable queues and persistent messages are Dramatiq's defaults for
+    # RabbitMQ; confirms make enqueue return only once the broker has it.
+    # Queue names carry OUTBOX_NAMESPACE, as Redis keys do.
+    nodes = amqp_nodes(settings.broker)
+    url = nodes if len(nodes) > 1 else nodes[0]
+    if settings.rabbitmq_queue_type == "quorum":
+        return QuorumRabbitmqBroker(
+            namespace=settings.namespace,
+            url=url,
+            confirm_delivery=True,
+            delivery_limit=settings.rabbitmq_delivery_limit,
+        )
+    return NamespacedRabbitmqBroker(namespace=settings.namespace, url=url, confirm_delivery=True)

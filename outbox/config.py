@@ -125,6 +125,8 @@ class Settings:
     grafana_url: str = ""  # the console links to these when set
     jaeger_url: str = ""
     state_dir: str = ""  # each process's liveness file, for `outbox health`; empty: per namespace
+    rabbitmq_queue_type: str = "classic"  # quorum: queues replicated across a RabbitMQ cluster
+    rabbitmq_delivery_limit: int = 20  # deliveries of a message before it goes back to Postgres
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
@@ -170,6 +172,7 @@ class Settings:
         self.sender_domain_list()  # raises on an empty entry
         if not self.templates.is_dir():
             raise ConfigError(f"OUTBOX_TEMPLATES: {self.templates} is not a directory")
+        self._check_choice("rabbitmq_queue_type")
 
     def _check_choice(self, name: str) -> None:
         allowed = _CHOICES[name]
@@ -308,6 +311,7 @@ _CHOICES: dict[str, tuple[str, ...]] = {
     "prepared_statements": ("on", "off"),
     "pace_by_mx": ("on", "off"),
     "smtp_plaintext_auth": ("never", "loopback"),
+    "rabbitmq_queue_type": ("classic", "quorum"),
 }
 
 # Counts and sizes for which 0 would mean nothing can ever be sent or served.
@@ -327,6 +331,7 @@ _AT_LEAST_ONE = (
     "api_burst",
     "web_pool_size",
     "db_pool_max",
+    "rabbitmq_delivery_limit",
 )
 
 ENV_NAMES = {

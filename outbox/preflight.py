@@ -23,6 +23,7 @@ from dataclasses import dataclass, fields
 from urllib.parse import urlsplit
 
 from outbox import url_credentials
+from outbox.broker_urls import amqp_nodes, is_sentinel_url, parse_sentinel_url, split_nodes
 from outbox.config import ENV_NAMES, Settings
 from outbox.errors import ConfigError, OutboxError
 
@@ -95,6 +96,8 @@ READERS: dict[str, frozenset[str]] = {
     "send_rate": frozenset({"worker", "metrics"}),
     "domain_groups": frozenset({"worker", "metrics"}),
     "state_dir": frozenset({"relay", "worker", "web", "bounces", "metrics"}),
+    "rabbitmq_queue_type": frozenset({"relay", "worker"}),
+    "rabbitmq_delivery_limit": frozenset({"relay", "worker"}),
 }
 _WORKER_PREFIXES = (
     "smtp_", "transport", "send_", "failover_", "provider_", "http_", "postmark_", "resend_",
@@ -160,7 +163,7 @@ def masked(name: str, value: str) -> str:
     if name in SECRETS:
         return "****"
     if name in _URLS:
-        return url_credentials.masked(value)
+        return ",".join(url_credentials.masked(node) for node in split_nodes(value))
     return value
 
 
@@ -248,17 +251,26 @@ def _broker_url(settings: Settings) -> None:
     from outbox.broker import broker_kind  # noqa: PLC0415
 
     if settings.broker_url:
-        broker_kind(settings.broker_url)
+        kind = broker_kind(settings.broker_url)
+        if kind == "rabbitmq":
+            amqp_nodes(settings.broker_url)
+        elif is_sentinel_url(settings.broker_url):
+            parse_sentinel_url(settings.broker_url, "OUTBOX_BROKER_URL")
 
 
 def _redis_url(settings: Settings) -> None:
+    if is_sentinel_url(settings.redis_url):
+        parse_sentinel_url(settings.redis_url, "REDIS_URL")
+        return
     try:
         parts = urlsplit(settings.redis_url)
         _ = parts.port
     except ValueError:
         raise ConfigError("REDIS_URL is not a URL") from None
     if parts.scheme not in {"redis", "rediss", "unix"}:
-        raise ConfigError("REDIS_URL must be a redis://, rediss:// or unix:// URL")
+        raise ConfigError(
+            "REDIS_URL must be a redis://, rediss://, unix:// or redis+sentinel:// URL"
+        )
 
 
 def _transport(settings: Settings) -> None:

@@ -8,6 +8,16 @@ actors, ``-Q email_high``, the metrics); on the wire each is
 ``<namespace>.<queue>``, its delay and dead-letter queues with it. The outbox
 never delays a message in the broker (retries wait in Postgres), so a delayed
 enqueue is refused rather than half-supported.
+
+``OUTBOX_RABBITMQ_QUEUE_TYPE=quorum`` (:class:`QuorumRabbitmqBroker`) makes each
+queue, its delay queue (``.DQ``) and its dead-letter queue (``.XQ``) a
+durable quorum queue, kept on several nodes of a cluster (classic mirrored
+queues are gone in RabbitMQ 4). A quorum queue drops a message redelivered
+more than its delivery limit unless it dead-letters it, so the queue and the
+delay queue dead-letter into ``.XQ`` at least once (the message leaves only
+when ``.XQ`` has it), and the relay returns the rows of what lands there to
+Postgres (:mod:`outbox.relay.dead_letters`): a message over the limit is
+published again from its row, never lost.
 """
 
 from __future__ import annotations
@@ -17,8 +27,11 @@ from typing import Any
 import dramatiq
 import pika
 import pika.exceptions
-from dramatiq.brokers.rabbitmq import RabbitmqBroker, _RabbitmqConsumer
+from dramatiq.brokers.rabbitmq import DEAD_MESSAGE_TTL, RabbitmqBroker, _RabbitmqConsumer
+from dramatiq.common import xq_name
 from dramatiq.errors import ConnectionClosed
+
+from outbox.broker_urls import amqp_nodes
 
 # Dramatiq's own limit for a publish that meets a closed connection.
 _PUBLISH_ATTEMPTS = 6
@@ -31,7 +44,7 @@ def wire_name(namespace: str, queue: str) -> str:
 
 def delete_queues(url: str, namespace: str, queues: list[str]) -> None:
     """Delete ``namespace``'s RabbitMQ queues for ``queues`` (each with its .DQ and .XQ)."""
-    connection = pika.BlockingConnection(pika.URLParameters(url))
+    connection = pika.BlockingConnection([pika.URLParameters(node) for node in amqp_nodes(url)])
     try:
         channel = connection.channel()
         for queue in queues:
@@ -99,6 +112,40 @@ class NamespacedRabbitmqBroker(RabbitmqBroker):
                 if attempt == _PUBLISH_ATTEMPTS:
                     raise ConnectionClosed(e) from None  # type: ignore[no-untyped-call]
         raise AssertionError("unreachable")  # pragma: no cover
+
+
+def quorum_arguments(delivery_limit: int) -> dict[str, Any]:
+    """The arguments that make a queue a quorum queue that dead-letters, never drops."""
+    return {
+        "x-queue-type": "quorum",
+        "x-delivery-limit": delivery_limit,
+        # At-least-once dead-lettering needs publishes refused, not old messages
+        # dropped, when a length limit is reached (none is set).
+        "x-dead-letter-strategy": "at-least-once",
+        "x-overflow": "reject-publish",
+    }
+
+
+def dead_letter_arguments() -> dict[str, Any]:
+    """The ``.XQ`` queue's: a quorum queue too, kept as long as Dramatiq keeps it."""
+    return {"x-queue-type": "quorum", "x-message-ttl": DEAD_MESSAGE_TTL}
+
+
+class QuorumRabbitmqBroker(NamespacedRabbitmqBroker):
+    """The namespaced broker, declaring quorum queues."""
+
+    def __init__(self, *, delivery_limit: int, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.delivery_limit = delivery_limit
+
+    def _build_queue_arguments(self, queue_name: str) -> dict[str, Any]:
+        arguments: dict[str, Any] = super()._build_queue_arguments(queue_name)  # type: ignore[no-untyped-call]
+        return {**arguments, **quorum_arguments(self.delivery_limit)}
+
+    def _declare_xq_queue(self, queue_name: str) -> Any:
+        return self.channel.queue_declare(
+            queue=xq_name(self.wire(queue_name)), durable=True, arguments=dead_letter_arguments()
+        )
 
 
 class _NamespacedConsumer(_RabbitmqConsumer):

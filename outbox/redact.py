@@ -20,6 +20,7 @@ from email.utils import parseaddr
 from typing import TYPE_CHECKING
 
 from outbox import address_spans, url_credentials
+from outbox.broker_urls import split_nodes
 from outbox.token_signatures import keyed_digest
 
 if TYPE_CHECKING:
@@ -159,7 +160,9 @@ def secret_values(settings: Settings) -> list[str]:
         settings.redis_url,
         settings.broker_url,
     ):
-        values.extend(url_credentials.secrets(url))
+        # Each node of a RabbitMQ cluster's list is a URL of its own.
+        for node in split_nodes(url):
+            values.extend(url_credentials.secrets(node))
     values.extend(_key_material(settings.dkim_private_key))
     return [v for v in values if v]
 

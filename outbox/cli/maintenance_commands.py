@@ -8,8 +8,6 @@ import datetime as dt
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-import redis
-
 from outbox.broker import broker_kind
 from outbox.cli.database import connect
 from outbox.cli.input import parse_duration
@@ -18,6 +16,7 @@ from outbox.config import Settings
 from outbox.db.store import connections, data_retention, migration_runner, processes, relaying
 from outbox.errors import BrokerError
 from outbox.models import Priority
+from outbox.redis_clients import redis_client
 from outbox.relay.broker_watch import broker_watch
 from outbox.relay.sweep_guard import why_not_sweep_sending
 
@@ -130,7 +129,7 @@ def _lost_queued(settings: Settings, conn: connections.Conn, out: Printer) -> se
     candidates = relaying.queued_ids(conn, priorities=[p.value for p in Priority], lost_after=1.0)
     if not candidates:
         return set()
-    client = redis.Redis.from_url(settings.broker, socket_connect_timeout=5, socket_timeout=5)
+    client = redis_client(settings.broker, socket_connect_timeout=5, socket_timeout=5)
     try:
         return set(candidates) - broker_watch(settings, client, list(Priority)).held_ids()
     except BrokerError as exc:

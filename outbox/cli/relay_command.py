@@ -11,18 +11,20 @@ from outbox.config import Settings
 from outbox.db.store import connections
 from outbox.models import Priority
 from outbox.relay.broker_watch import broker_watch
+from outbox.relay.dead_letters import dead_letters
 from outbox.relay.domain_recheck import DomainRecheck
 from outbox.relay.loop import Relay
 from outbox.relay.publish import Publisher
 from outbox.relay.retention import Retention
 from outbox.telemetry import liveness
-from outbox.telemetry.log_once import quiet_pool_logs
+from outbox.telemetry.log_once import quiet_broker_client_logs, quiet_pool_logs
 from outbox.telemetry.setup import setup_tracing
 
 
 def relay(settings: Settings, args: argparse.Namespace, out: Printer) -> Result:
     setup_tracing("outbox-relay")
     quiet_pool_logs()
+    quiet_broker_client_logs()
     stop = stop_on_signals()
     if settings.retention_days:
         Retention(settings, stop).start()
@@ -43,7 +45,16 @@ def relay(settings: Settings, args: argparse.Namespace, out: Printer) -> Result:
             if broker_kind(settings.broker) == "redis"
             else None
         )
-        relay = Relay(settings, pool, Publisher(broker), priorities=priorities, watch=watch)
+        # RabbitMQ dead-letters what it will not deliver (a quorum queue's delivery
+        # limit); the relay returns those rows to Postgres.
+        dead = (
+            dead_letters(settings, priorities)
+            if broker_kind(settings.broker) == "rabbitmq"
+            else None
+        )
+        relay = Relay(
+            settings, pool, Publisher(broker), priorities=priorities, watch=watch, dead_letters=dead
+        )
         name = f"relay-{priorities[0].value}" if len(priorities) == 1 else "relay"
         reporter = liveness.Reporter(
             settings, name, relay.stalled, stale_after=liveness.STALE_AFTER

@@ -33,6 +33,7 @@ from outbox.config import Settings
 from outbox.models import Priority
 from outbox.pacing.mx import MxReceivers, resolver_for
 from outbox.pacing.rules import RateLimits, domain_of
+from outbox.redis_clients import redis_client
 
 log = logging.getLogger(__name__)
 
@@ -224,7 +225,7 @@ def pacer_for(settings: Settings) -> Pacer | None:
         recovery=settings.pace_recovery_seconds,
     )
     # No retries inside redis-py: a pacer that cannot answer at once steps aside.
-    client = redis.Redis.from_url(
+    client = redis_client(
         settings.redis_url, socket_timeout=2, socket_connect_timeout=2, retry=Retry(NoBackoff(), 0)
     )
     mx = None

@@ -62,7 +62,7 @@ class BrokerWatch:
             for message_id, raw in self.client.hscan_iter(f"{ns}:{queue}.msgs", count=1000):
                 if message_id in abandoned:
                     continue
-                held.update(_row_ids(raw))
+                held.update(row_ids(raw))
         return held
 
     def restarted(self) -> bool:
@@ -83,7 +83,7 @@ class BrokerWatch:
         return changed
 
 
-def _row_ids(raw: bytes) -> list[int]:
+def row_ids(raw: bytes) -> list[int]:
     """The row ids one encoded Dramatiq message carries (its first argument)."""
     try:
         message = orjson.loads(raw)

@@ -27,6 +27,7 @@ from outbox.delivery.shared_breaker import transport_key
 from outbox.errors import BrokerError, OutboxError
 from outbox.models import Priority
 from outbox.relay.broker_watch import BrokerWatch
+from outbox.relay.dead_letters import DeadLetters
 from outbox.telemetry.log_once import DownOnce
 from outbox.telemetry.tracing import context_from, span_context_from, tracer
 
@@ -60,6 +61,7 @@ class Relay:
         name: str | None = None,
         priorities: Sequence[Priority] = (Priority.HIGH, Priority.BULK),
         watch: BrokerWatch | None = None,
+        dead_letters: DeadLetters | None = None,
     ) -> None:
         self.settings = settings
         self.pool = pool
@@ -68,6 +70,7 @@ class Relay:
         # A relay of its own for login codes is never inside a newsletter's round.
         self.priorities = sorted(priorities, key=[Priority.HIGH, Priority.BULK].index)
         self.watch = watch  # None: the broker cannot be asked, queued rows are never swept
+        self.dead_letters = dead_letters  # RabbitMQ's: rows of dead-lettered messages go back
         self.breaker_key = transport_key(settings)
         self._last_sweep = 0.0
         self.last_loop = time.monotonic()  # the top of run()'s latest round: its liveness
@@ -77,7 +80,7 @@ class Relay:
         # Set by run(): since when this relay has reached Postgres without a break.
         self._connected_since: float | None = None
         self.postgres = DownOnce(log, "Postgres")
-        self.broker = DownOnce(log, "the broker (Redis)")
+        self.broker = DownOnce(log, "the broker")
 
     def run_round(self) -> RoundResult:
         """Claim and publish one batch per priority, high first.
@@ -137,6 +140,8 @@ class Relay:
                     log.debug("queued rows not swept: %s", exc)
                 else:
                     lost = set(candidates) - held
+        if self.dead_letters is not None:
+            self._return_dead_lettered()
         with self.pool.connection() as conn:
             swept = relaying.sweep(
                 conn,
@@ -156,6 +161,18 @@ class Relay:
                 swept.uncertain,
             )
         return swept
+
+    def _return_dead_lettered(self) -> None:
+        assert self.dead_letters is not None
+
+        def give_back(ids: list[int]) -> int:
+            with self.pool.connection() as conn:
+                return relaying.return_dead_lettered(conn, ids)
+
+        try:
+            self.dead_letters.drain(give_back)
+        except BrokerError as exc:
+            log.debug("dead-lettered messages not read: %s", exc)
 
     def run(self, stop: threading.Event) -> None:
         """Loop until ``stop`` is set: publish, sweep now and then, wait for work."""

@@ -12,10 +12,12 @@ from typing import Any
 import redis
 
 from outbox.broker import broker_kind, queue_name, redis_namespace
+from outbox.broker_urls import amqp_nodes
 from outbox.config import Settings
 from outbox.db.store import breaker_rows, connections, processes
 from outbox.errors import StoreError
 from outbox.models import Priority
+from outbox.redis_clients import redis_client
 
 
 @dataclass
@@ -42,7 +44,7 @@ def broker_health(settings: Settings) -> dict[str, Any]:
     """Whether the broker answers, and the messages waiting in each queue."""
     if broker_kind(settings.broker) == "rabbitmq":
         return _rabbitmq_health(settings.broker, settings.namespace)
-    client = redis.Redis.from_url(settings.broker, socket_connect_timeout=2, socket_timeout=2)
+    client = redis_client(settings.broker, socket_connect_timeout=2, socket_timeout=2)
     namespace = redis_namespace(settings.namespace)
     started = time.perf_counter()
     try:
@@ -105,11 +107,12 @@ def _rabbitmq_health(url: str, namespace: str) -> dict[str, Any]:
     from outbox.rabbitmq_queues import wire_name  # noqa: PLC0415
 
     started = time.perf_counter()
-    parameters = pika.URLParameters(url)
-    parameters.socket_timeout = 2
-    parameters.blocked_connection_timeout = 2
+    nodes = [pika.URLParameters(node) for node in amqp_nodes(url)]  # a cluster's, in turn
+    for parameters in nodes:
+        parameters.socket_timeout = 2
+        parameters.blocked_connection_timeout = 2
     try:
-        connection = pika.BlockingConnection(parameters)
+        connection = pika.BlockingConnection(nodes)
     except pika.exceptions.AMQPError as exc:
         return {"up": False, "error": type(exc).__name__}
     try:

@@ -96,3 +96,9 @@ def quiet_pool_logs() -> None:
     """psycopg_pool warns at every failed reconnection (several a second per pool while
     Postgres is away); the process's own once-down, once-back lines say it instead."""
     logging.getLogger("psycopg.pool").setLevel(logging.ERROR)
+
+
+def quiet_broker_client_logs() -> None:
+    """pika logs every connection it opens and closes (INFO) and every failed try of
+    each node (ERROR); the process's own once-down, once-back lines say what matters."""
+    logging.getLogger("pika").setLevel(logging.CRITICAL)

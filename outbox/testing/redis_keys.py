@@ -9,6 +9,7 @@ import redis
 from outbox.broker import broker_kind, queue_name, redis_namespace
 from outbox.config import Settings
 from outbox.models import Priority
+from outbox.redis_clients import redis_client
 
 
 def drop_namespace(settings: Settings, namespace: str) -> list[str]:
@@ -28,7 +29,7 @@ def drop_namespace(settings: Settings, namespace: str) -> list[str]:
         except pika.exceptions.AMQPError as exc:
             left.append(f"RabbitMQ queues {namespace}.* ({type(exc).__name__})")
     for url in sorted(urls):
-        client = redis.Redis.from_url(url, socket_timeout=5, socket_connect_timeout=5)
+        client = redis_client(url, socket_timeout=5, socket_connect_timeout=5)
         try:
             for pattern in (f"{namespace}:*", f"{redis_namespace(namespace)}:*"):
                 try:

@@ -70,17 +70,17 @@ def failover_settings(settings: Settings) -> Settings:
 
 def _shared_limited(settings: Settings, transport: Transport) -> Transport:
     """The cap shared by all worker processes; a lease outlasts the longest attempt."""
-    import redis  # noqa: PLC0415
     from redis.backoff import NoBackoff  # noqa: PLC0415
     from redis.retry import Retry  # noqa: PLC0415
 
+    from outbox.redis_clients import redis_client  # noqa: PLC0415
     from outbox.transports.shared_limit import SharedLimited  # noqa: PLC0415
 
     smtp_attempt = settings.smtp_attempt_timeout or (
         settings.smtp_connect_timeout + 2 * settings.smtp_command_timeout
     )
     http_attempt = settings.http_connect_timeout + settings.http_read_timeout
-    client = redis.Redis.from_url(
+    client = redis_client(
         settings.redis_url, socket_timeout=2, socket_connect_timeout=2, retry=Retry(NoBackoff(), 0)
     )
     return SharedLimited(

@@ -12,13 +12,16 @@ from __future__ import annotations
 import dramatiq
 
 from outbox import redact
-from outbox.broker import make_broker
+from outbox.broker import make_broker, queue_name
+from outbox.models import Priority
 from outbox.preflight import settings_or_exit
 from outbox.telemetry.worker_metrics import add_worker_metrics
+from outbox.worker import broker_outage
 
 settings = settings_or_exit("worker")
 redact.install(settings)  # dramatiq set up the handlers before importing us
 broker = make_broker(settings)
+broker_outage.install(broker, [queue_name(p) for p in Priority])
 add_worker_metrics(broker)  # only for a pool started with dramatiq_prom_db
 dramatiq.set_broker(broker)
 

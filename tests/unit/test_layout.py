@@ -46,6 +46,7 @@ LAYERS: list[set[str]] = [
         "web.console_query",
         "web.chart",
         "domain_auth",
+        "broker_urls",
     },  # pure core
     # I/O edges; validate and fields are pure but for the address library
     {
@@ -64,6 +65,7 @@ LAYERS: list[set[str]] = [
     | {"domain_auth.checker"},  # orchestration
     {"cli", "worker", "web", "testing", "django"},  # processes (django: an app in yours)
 ]
+LAYERS[1] |= {"redis_clients", "rabbitmq_queues"}  # the broker's clients, beside it
 DRIVERS = {"psycopg", "psycopg_pool", "dramatiq", "redis", "smtplib", "httpx", "boto3"}
 
 

@@ -6,7 +6,7 @@ import logging
 
 import pytest
 
-from outbox.relay.broker_watch import _row_ids
+from outbox.relay.broker_watch import row_ids
 from outbox.telemetry.log_once import DownOnce, Summary
 from outbox.worker.heartbeat import queues_of_argv
 
@@ -93,4 +93,4 @@ def test_queues_of_argv(argv: list[str], queues: list[str]) -> None:
     ],
 )
 def test_row_ids_of_a_broker_message(raw: bytes, ids: list[int]) -> None:
-    assert _row_ids(raw) == ids
+    assert row_ids(raw) == ids

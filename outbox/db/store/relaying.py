@@ -109,3 +109,12 @@ def queued_ids(
     with translate_errors():
         rows = conn.execute(queries["queued_ids"], args)
         return [int(r[0]) for r in rows]
+
+
+def return_dead_lettered(conn: Conn, ids: Collection[int]) -> int:
+    """Put the queued rows among ``ids`` back to pending (their message was
+    dead-lettered); how many went back."""
+    if not ids:
+        return 0
+    with translate_errors():
+        return len(conn.execute(queries["return_dead_lettered"], {"ids": sorted(ids)}).fetchall())

@@ -104,3 +104,18 @@ SELECT id FROM email_outbox
 WHERE status = 'queued' AND priority = ANY(%(priorities)s::text[])
     AND locked_at < now() - make_interval(secs => %(lost_after)s)
 ORDER BY id LIMIT %(limit)s;
+
+-- return_dead_lettered --
+-- Rows whose broker message RabbitMQ dead-lettered (redelivered past the queue's
+-- delivery limit, or rejected): no worker will get it, so a row still queued is
+-- pending again, to be published anew. A row a worker took is that worker's.
+WITH dead AS (
+    SELECT id FROM email_outbox
+    WHERE status = 'queued' AND id = ANY(%(ids)s::bigint[])
+    FOR UPDATE
+)
+UPDATE email_outbox o
+SET status = 'pending', status_reason = 'swept: queued, the broker dead-lettered its message',
+    locked_by = NULL, locked_at = NULL
+FROM dead WHERE o.id = dead.id
+RETURNING o.id;
