@@ -5,7 +5,6 @@ address appears only as its tag (see :mod:`outbox.web.console`)."""
 from __future__ import annotations
 
 import dataclasses
-import time
 from collections.abc import Callable, Mapping
 from typing import Any
 from urllib.parse import urlencode
@@ -21,9 +20,9 @@ from outbox.errors import InvalidRequest
 from outbox.telemetry.tracing import trace_id_of
 from outbox.web import console_email
 from outbox.web import console_query as q
-from outbox.web.chart import sends_chart
 from outbox.web.console import Answer, Asked, Console, Who, form_address
 from outbox.web.console_auth import token_hash
+from outbox.web.console_overview import overview_values
 
 MAX_SESSIONS = 200  # live sessions the audit page lists
 
@@ -38,24 +37,7 @@ class Pages:
     # -- GET and POST handlers -------------------------------------------------------
 
     def overview(self, who: Who, asked: Asked) -> Answer:
-        with self.console.pool.connection() as conn:
-            overview = console_reads.console_overview(conn)
-        counts: dict[str, dict[str, int]] = {}
-        for status, priority, n in overview["counts"]:
-            counts.setdefault(status, {})[priority] = n
-        unsent_total = sum(n for _, _, n in overview["counts"])
-        sent_estimate = max(overview["rows_estimate"] - unsent_total, 0)
-        chart = sends_chart(overview["sent_per_minute"], now_minute=int(time.time() // 60))
-        return self.console.ok(
-            "overview.html",
-            who,
-            counts=counts,
-            sent_estimate=sent_estimate,
-            oldest=overview["oldest_unsent"],
-            chart=chart,
-            sent_last_hour=sum(overview["sent_per_minute"].values()),
-            bounces=overview["bounces_24h"],
-        )
+        return self.console.ok("overview.html", who, **overview_values(self.console))
 
     def emails(self, who: Who, asked: Asked) -> Answer:
         """GET /emails: the list, filtered by the query."""
