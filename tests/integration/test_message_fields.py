@@ -607,6 +607,14 @@ def test_cancel_with_the_key_alone(shop: Settings) -> None:
         ("b", "cancelled", "cancelled", "shop-web"),
         ("c", "cancelled: order refunded", "cancelled: order refunded", "shop-web"),
     ]
+    add(shop, "d")
+    by_cli = outbox(shop, "cancel", "d")  # no --reason: none recorded
+    assert by_cli.returncode == 0, by_cli.stderr
+    assert query(
+        shop,
+        "SELECT e.reason, e.actor LIKE 'cli:%%' FROM email_event e"
+        " JOIN email_outbox o ON o.id = e.outbox_id WHERE o.idempotency_key = 'd'",
+    ) == [("cancelled", True)]
     with (
         pytest.raises(InvalidMessage, match="reason must be a non-empty string"),
         psycopg.connect(shop.database_url) as conn,
