@@ -30,8 +30,8 @@ def cancel(
     conn: Any,
     idempotency_key: str,
     *,
-    reason: str,
-    by: str,
+    reason: str | None = None,
+    by: str | None = None,
 ) -> Cancellation:
     """Cancel the email of ``idempotency_key`` if no worker has taken it yet.
 
@@ -41,7 +41,9 @@ def cancel(
     email still ``pending`` (scheduled or waiting for a retry) or ``queued``
     can be cancelled; otherwise nothing changes and the result says the
     status it has (``sending``, ``sent``, ``cancelled``...). The change is
-    recorded in the row's history with ``reason`` and ``by``. The key stays
+    recorded in the row's history with ``reason`` (optional) and ``by``
+    (default: the connection's ``application_name``, else ``"application"``).
+    The key stays
     taken: enqueueing it again returns the cancelled row with ``created=False``.
     ``conn`` is any connection :func:`outbox.enqueue` takes.
     """
@@ -53,8 +55,8 @@ async def cancel_async(
     conn: Any,
     idempotency_key: str,
     *,
-    reason: str,
-    by: str,
+    reason: str | None = None,
+    by: str | None = None,
 ) -> Cancellation:
     """:func:`cancel` for asynchronous code (the connections of :func:`outbox.enqueue_async`)."""
     executor = await async_executors.executor_for(conn)

@@ -109,6 +109,26 @@ def addresses(text: str, *, secret: str, ours: OwnAddresses = OwnAddresses()) ->
     return "".join(pieces)
 
 
+def known_addresses(
+    text: str, known: Iterable[str], *, secret: str, ours: OwnAddresses = OwnAddresses()
+) -> str:
+    """``text`` with each of the ``known`` addresses in it tagged, the rest kept.
+
+    For text that holds an email's own addresses among other words: an
+    idempotency key ``pw-dead1@example.com`` of the email to ``dead1@example.com``
+    reads ``pw-[3f2a9c1e0b7d]@example.com``, so support still recognises the
+    key. A known address counts only where it is not part of a longer word
+    (a letter, digit or dot before it, a domain label after it); any address
+    left is then tagged whole, as :func:`addresses` does.
+    """
+    if "@" not in text:
+        return text
+    for address in sorted({a.lower() for a in known if "@" in a}, key=len, reverse=True):
+        pattern = re.compile(r"(?<![\w.])" + re.escape(address) + r"(?![\w-]|\.\w)", re.IGNORECASE)
+        text = pattern.sub(lambda m: recipient_tag(m.group(), secret=secret), text)
+    return addresses(text, secret=secret, ours=ours)
+
+
 class Redactor:
     """Removes known secrets, and tags addresses, in free text."""
 
@@ -138,6 +158,11 @@ class Redactor:
         """No secret and no address in clear: what logs, spans and CLI output get."""
         cleaned = self.secrets_only(text)
         return addresses(cleaned, secret=self.tag_secret, ours=self.ours)
+
+    def known(self, text: str, known: Iterable[str]) -> str:
+        """:meth:`text`, the ``known`` addresses tagged apart (:func:`known_addresses`)."""
+        cleaned = self.secrets_only(text)
+        return known_addresses(cleaned, known, secret=self.tag_secret, ours=self.ours)
 
 
 def secret_values(settings: Settings) -> list[str]:

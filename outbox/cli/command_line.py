@@ -180,7 +180,7 @@ def parser() -> argparse.ArgumentParser:  # noqa: PLR0915 (one statement per com
     requeue.add_argument("--json", action="store_true", help="machine-readable output")
     cancel = command("cancel", "email_commands:cancel", "call off an email no worker has taken yet")
     cancel.add_argument("key", metavar="KEY", help="the email's idempotency key")
-    cancel.add_argument("--reason", required=True, help="why (recorded in its history)")
+    cancel.add_argument("--reason", help="why (recorded in its history); default: none")
     cancel.add_argument("--by", help="who (recorded); default: cli:<login name>")
     suppress = command("suppress", "address_commands:suppress", "manage the suppression list")
     suppress.add_argument("action", choices=["add", "remove", "list", "check"])

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import getpass
+import json
 import sys
 from dataclasses import dataclass
 from typing import Any
@@ -25,7 +26,7 @@ from outbox.cli.output import (
 from outbox.config import Settings
 from outbox.db.store import connections, lookups, requeues
 from outbox.errors import OutboxError
-from outbox.redact import recipient_tag
+from outbox.redact import known_addresses, recipient_tag
 from outbox.telemetry.tracing import trace_id_of
 
 
@@ -47,10 +48,7 @@ class Email:
         }
 
     def text(self) -> str:
-        lines = [
-            f"{name:>20}: {timestamp(value) if isinstance(value, dt.datetime) else value}"
-            for name, value in self.row.items()
-        ]
+        lines = [f"{name:>20}: {_value_text(value)}" for name, value in self.row.items()]
         lines.append("attempts:" if self.attempts else "attempts: none yet")
         for a in self.attempts:
             lines += _attempt_lines(a)
@@ -64,6 +62,29 @@ class Email:
             lines.append("bounce reports:")
         lines += [_bounce_line(b) for b in self.bounces]
         return "\n".join(lines)
+
+
+def _value_text(value: Any) -> str:
+    """A field on one line: lists joined (each address apart, so it is tagged as
+    the attempts' lines tag it), headers as ``Name: value``, files by name, JSON
+    as JSON."""
+    if value is None:
+        return ""
+    if isinstance(value, dt.datetime):
+        return timestamp(value)
+    if isinstance(value, dict):
+        return json.dumps(value, ensure_ascii=False, sort_keys=True)
+    if isinstance(value, list):
+        return "; ".join(_item_text(v) for v in value) if value else ""
+    return str(value)
+
+
+def _item_text(item: Any) -> str:
+    if isinstance(item, list):  # a header: [name, value]
+        return ": ".join(str(part) for part in item)
+    if isinstance(item, dict):  # a file stored with the email
+        return f"{item.get('filename')} ({item.get('content_type')}, {item.get('size')} bytes)"
+    return str(item)
 
 
 def _attempt_lines(a: dict[str, Any]) -> list[str]:
@@ -131,6 +152,16 @@ def _email(
 ) -> Email:
     outbox_id = row["id"]
     if not reveal:
+        # The key keeps its own words: only the email's addresses in it are tagged.
+        known = [
+            row["recipient"],
+            *(row["cc"] or ()),
+            *(row["bcc"] or ()),
+            *(row["reply_to"] or ()),
+        ]
+        row["idempotency_key"] = known_addresses(
+            row["idempotency_key"], known, secret=settings.secret
+        )
         row["recipient"] = recipient_tag(row["recipient"], secret=settings.secret)
     # Search Jaeger by this id, or by the tag email.message_id / outbox.idempotency_key.
     row["trace_id"] = trace_id_of(row.pop("trace_context", None))

@@ -167,20 +167,34 @@ def health_text(health: Health) -> str:
         )
     else:
         lines.append(f"  broker     DOWN: {broker.get('error', '')}")
-    lines += [_transport_line(t) for t in health.transports]
-    if not health.transports and pg.get("up"):
+    sends = {s["transport"]: s for s in health.sends}
+    lines += [_transport_line(t, sends.pop(t["transport"], None)) for t in health.transports]
+    lines += [f"  transport  {name} up{_last_send(s)}" for name, s in sends.items()]
+    if not health.transports and not health.sends and pg.get("up"):
         lines.append("  transport  no send seen yet")
     lines += [_process_line(p) for p in health.processes]
     return "\n".join(lines)
 
 
-def _transport_line(t: dict[str, Any]) -> str:
+def _transport_line(t: dict[str, Any], send: dict[str, Any] | None) -> str:
     if t["state"] != "open":
-        return f"  transport  {t['transport']} up"
+        return f"  transport  {t['transport']} up{_last_send(send)}"
     return (
         f"  transport  {t['transport']} DOWN since {t['down_since']}"
         f" ({t['failures']} failures; last: {t['last_error']})"
     )
+
+
+def _last_send(send: dict[str, Any] | None) -> str:
+    """``(last sent 3.2s ago)``, from the transport's latest attempts; "" when none."""
+    if send is None:
+        return ""
+    if send["last_sent_seconds_ago"] is None:
+        return (
+            f" (no send among its latest attempts; last attempt"
+            f" {send['last_attempt_seconds_ago']:.1f}s ago: {send['last_verdict']})"
+        )
+    return f" (last sent {send['last_sent_seconds_ago']:.1f}s ago)"
 
 
 def _process_line(proc: dict[str, Any]) -> str:

@@ -289,8 +289,10 @@ def use_attachments(uses: Sequence[tuple[int, str]]) -> Statement:
     )
 
 
-def cancel(key: str, *, reason: str, by: str) -> Statement:
-    """Cancel the key's email while no worker has it: (id, status before, cancelled now)."""
+def cancel(key: str, *, reason: str | None, by: str | None) -> Statement:
+    """Cancel the key's email while no worker has it: (id, status before, cancelled now).
+
+    ``reason`` None: none recorded; ``by`` None: the connection's application name."""
     return Statement(queries["cancel"], {"key": key, "reason": reason, "by": by})
 
 

@@ -214,14 +214,19 @@ WHERE id = ANY(%(ids)s) AND send_at IS NOT NULL AND status = 'pending';
 -- Call off one email that no worker has taken yet (pending or queued); the row
 -- is locked until the caller's transaction ends, so a worker taking it waits
 -- and then finds it no longer queued. The status trigger records the change,
--- with `locked_by` as its actor: here, who cancelled. Returns the row's id, the
--- status it had, and whether it was cancelled now.
+-- with `locked_by` as its actor: here, who cancelled (unnamed: the connection's
+-- application_name, else "application"), and the reason when one was given.
+-- Returns the row's id, the status it had, and whether it was cancelled now.
 WITH target AS (
     SELECT id, status FROM email_outbox WHERE idempotency_key = %(key)s FOR UPDATE
 ), cancelled AS (
     UPDATE email_outbox o
-    SET status = 'cancelled', status_reason = 'cancelled: ' || %(reason)s,
-        locked_by = %(by)s, locked_at = NULL
+    SET status = 'cancelled',
+        status_reason = 'cancelled' || coalesce(': ' || %(reason)s::text, ''),
+        locked_by = coalesce(
+            %(by)s::text, nullif(current_setting('application_name'), ''), 'application'
+        ),
+        locked_at = NULL
     FROM target t
     WHERE o.id = t.id AND t.status IN ('pending', 'queued')
     RETURNING o.id

@@ -1,6 +1,6 @@
 """Outbox in a Django project: ``INSTALLED_APPS += ["outbox.django"]``.
 
-:func:`enqueue` and :func:`enqueue_many` write on Django's own connection, in
+:func:`enqueue`, :func:`enqueue_many` and :func:`cancel` write on Django's own connection, in
 the current ``transaction.atomic`` block (outside one, Django's autocommit
 applies: the email is committed at once). ``manage.py outbox_migrate``
 creates or updates Outbox's tables; ``EMAIL_BACKEND =
@@ -17,12 +17,19 @@ from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from outbox import intake
+    from outbox import cancelling, intake
 
 # Nothing is imported until used: Django loads this app before it binds its
 # database driver, and the app must not choose it.
 
-__all__ = ["EmailBackend", "PriorityMiddleware", "enqueue", "enqueue_many", "high_priority"]
+__all__ = [
+    "EmailBackend",
+    "PriorityMiddleware",
+    "cancel",
+    "enqueue",
+    "enqueue_many",
+    "high_priority",
+]
 
 
 def enqueue(*, using: str | None = None, **kwargs: Any) -> intake.Enqueued:
@@ -43,6 +50,22 @@ def enqueue_many(
     from outbox import intake  # noqa: PLC0415
 
     return intake.enqueue_many(connections[using or DEFAULT_DB_ALIAS], emails, **kwargs)
+
+
+def cancel(
+    idempotency_key: str,
+    *,
+    using: str | None = None,
+    reason: str | None = None,
+    by: str | None = None,
+) -> cancelling.Cancellation:
+    """:func:`outbox.cancel` on Django's connection ``using``."""
+    from django.db import DEFAULT_DB_ALIAS, connections  # noqa: PLC0415
+
+    from outbox import cancelling  # noqa: PLC0415
+
+    conn = connections[using or DEFAULT_DB_ALIAS]
+    return cancelling.cancel(conn, idempotency_key, reason=reason, by=by)
 
 
 def __getattr__(name: str) -> Any:

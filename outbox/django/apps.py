@@ -1,4 +1,4 @@
-"""The Django app of Outbox (``INSTALLED_APPS``); it has no models: its tables are Outbox's."""
+"""The Django app of Outbox (``INSTALLED_APPS``): its models are Outbox's tables, unmanaged."""
 
 from __future__ import annotations
 

@@ -25,6 +25,8 @@ class Health:
     postgres: dict[str, Any] = field(default_factory=dict)
     broker: dict[str, Any] = field(default_factory=dict)
     transports: list[dict[str, Any]] = field(default_factory=list)
+    # Each transport's last attempt and send (a closed breaker keeps no row).
+    sends: list[dict[str, Any]] = field(default_factory=list)
     processes: list[dict[str, Any]] = field(default_factory=list)
 
     @property
@@ -70,6 +72,7 @@ def gather(settings: Settings, conn: connections.Conn | None, error: str = "") -
         connections.ping(conn)
         latency = (time.perf_counter() - started) * 1000
         breakers = breaker_rows.list_breakers(conn)
+        sends = breaker_rows.last_sends(conn)
         beats = processes.list_processes(conn)
     except StoreError as exc:
         health.postgres = {"up": False, "error": str(exc)}
@@ -87,6 +90,17 @@ def gather(settings: Settings, conn: connections.Conn | None, error: str = "") -
                 "changed_seconds_ago": round(row.changed_seconds_ago, 1),
             }
         )
+    health.sends = [
+        {
+            "transport": s.transport,
+            "last_attempt_seconds_ago": round(s.attempted_seconds_ago, 1),
+            "last_sent_seconds_ago": None
+            if s.sent_seconds_ago is None
+            else round(s.sent_seconds_ago, 1),
+            "last_verdict": s.verdict,
+        }
+        for s in sends
+    ]
     for beat in beats:
         health.processes.append(
             {

@@ -5,11 +5,7 @@ address appears only as its tag (see :mod:`outbox.web.console`)."""
 from __future__ import annotations
 
 import dataclasses
-import email
-import email.policy
-import time
 from collections.abc import Callable, Mapping
-from email.message import EmailMessage
 from typing import Any
 from urllib.parse import urlencode
 
@@ -17,19 +13,16 @@ from outbox.db.store import (
     connections,
     console_reads,
     console_sessions,
-    domain_checks,
     lookups,
-    sending,
     suppressions,
 )
-from outbox.errors import InvalidRequest, OutboxError
-from outbox.message.compose import composer
-from outbox.message.preview import PREVIEW_ID
+from outbox.errors import InvalidRequest
 from outbox.telemetry.tracing import trace_id_of
+from outbox.web import console_email
 from outbox.web import console_query as q
-from outbox.web.chart import sends_chart
 from outbox.web.console import Answer, Asked, Console, Who, form_address
 from outbox.web.console_auth import token_hash
+from outbox.web.console_overview import overview_values
 
 MAX_SESSIONS = 200  # live sessions the audit page lists
 
@@ -44,26 +37,7 @@ class Pages:
     # -- GET and POST handlers -------------------------------------------------------
 
     def overview(self, who: Who, asked: Asked) -> Answer:
-        with self.console.pool.connection() as conn:
-            overview = console_reads.console_overview(conn)
-            domains = domain_checks.last_domain_checks(conn)
-        counts: dict[str, dict[str, int]] = {}
-        for status, priority, n in overview["counts"]:
-            counts.setdefault(status, {})[priority] = n
-        unsent_total = sum(n for _, _, n in overview["counts"])
-        sent_estimate = max(overview["rows_estimate"] - unsent_total, 0)
-        chart = sends_chart(overview["sent_per_minute"], now_minute=int(time.time() // 60))
-        return self.console.ok(
-            "overview.html",
-            who,
-            counts=counts,
-            sent_estimate=sent_estimate,
-            oldest=overview["oldest_unsent"],
-            chart=chart,
-            sent_last_hour=sum(overview["sent_per_minute"].values()),
-            bounces=overview["bounces_24h"],
-            domain_checks=domains,
-        )
+        return self.console.ok("overview.html", who, **overview_values(self.console))
 
     def emails(self, who: Who, asked: Asked) -> Answer:
         """GET /emails: the list, filtered by the query."""
@@ -105,16 +79,21 @@ class Pages:
             attempts = lookups.list_attempts(conn, outbox_id)
             events = lookups.list_events(conn, outbox_id)
             bounces = lookups.list_bounces(conn, outbox_id)
-        message = self._message(row)
-        address = row["recipient"]
-        row["recipient"] = address if reveal else self.console.tag(address)
+        message = console_email.message(self.console, row)
+        if not reveal:
+            row["idempotency_key"] = console_email.key_shown(self.console, row)
+            row["recipient"] = self.console.tag(row["recipient"])
         trace_id = trace_id_of(row.pop("trace_context", None))
         row.pop("params")  # may hold personal data; the rendered message shows what was sent
+        for a in attempts:
+            a["label"] = console_email.attempt_label(a)
+            a["reply"] = console_email.reply_text(a)
         return self.console.ok(
             "email.html",
             who,
             row=row,
-            timeline=_timeline(row, attempts, events, bounces),
+            more=console_email.details(self.console, row),
+            timeline=console_email.timeline(row, attempts, events, bounces),
             attempts=attempts,
             message=message,
             trace_id=trace_id,
@@ -212,6 +191,7 @@ class Pages:
             rows, more = self._found(conn, search) if search.ref else self._listed(conn, search)
             templates = console_reads.console_templates(conn)
         for row in rows:
+            row["idempotency_key"] = console_email.key_shown(self.console, row)
             row["recipient"] = self.console.tag(row["recipient"])
         next_page: dict[str, str] = {}
         if more and rows:
@@ -252,39 +232,6 @@ class Pages:
         )
         return rows, len(rows) == q.PAGE
 
-    def _message(self, row: dict[str, Any]) -> dict[str, Any]:
-        """The message as a worker composes it, without its links' tokens (row id 0)."""
-        outbox_row = sending.OutboxRow(
-            id=PREVIEW_ID,
-            idempotency_key=row["idempotency_key"],
-            recipient=row["recipient"],
-            template=row["template"],
-            params=row["params"],
-            message_id=row["message_id"],
-            priority=row["priority"],
-            attempts=row["attempts"],
-            created_at=row["created_at"],
-            age_from=row["requeued_at"] or row["created_at"],
-            template_version=row["template_version"],
-            sender=row["sender"],
-        )
-        try:
-            data = composer(self.console.settings).message(
-                outbox_row, to=row["recipient"], connect=self.console.pool.connection
-            )
-        except OutboxError as exc:
-            return {"error": str(exc)}
-        parsed = email.message_from_bytes(data, policy=email.policy.default)
-        assert isinstance(parsed, EmailMessage)
-        html_part = parsed.get_body(("html",))
-        text_part = parsed.get_body(("plain",))
-        return {
-            "headers": [(k, str(v)) for k, v in parsed.items() if k.lower() != "dkim-signature"],
-            "html": html_part.get_content() if isinstance(html_part, EmailMessage) else None,
-            "text": text_part.get_content() if isinstance(text_part, EmailMessage) else None,
-            "size": len(data),
-        }
-
 
 def _matches(row: dict[str, Any], filters: q.Filters) -> bool:
     checks: list[Callable[[], bool]] = [
@@ -296,53 +243,3 @@ def _matches(row: dict[str, Any], filters: q.Filters) -> bool:
         lambda: filters.until is None or row["created_at"] < filters.until,
     ]
     return all(check() for check in checks)
-
-
-def _timeline(
-    row: dict[str, Any],
-    attempts: list[dict[str, Any]],
-    events: list[dict[str, Any]],
-    bounces: list[dict[str, Any]],
-) -> list[dict[str, Any]]:
-    """Creation, status changes, attempts and bounce reports, oldest first."""
-    items: list[dict[str, Any]] = [
-        {"at": row["created_at"], "kind": "enqueued", "text": "pending (enqueued)"}
-    ]
-    for e in events:
-        items.append(
-            {
-                "at": e["at"],
-                "kind": "status",
-                "text": f"{e['from_status']} → {e['to_status']}",
-                "detail": e["reason"] or "",
-                "actor": e["actor"] or "",
-            }
-        )
-    for a in attempts:
-        text, enhanced = a["reply_text"] or "", a["enhanced_status"]
-        shown = enhanced if enhanced and not text.startswith(enhanced) else None
-        reply = " ".join(str(x) for x in (a["reply_code"], shown, text) if x)
-        items.append(
-            {
-                "at": a["attempted_at"],
-                "kind": "attempt",
-                "text": f"attempt #{a['attempt']}: {a['verdict']} via {a['transport'] or '?'}",
-                "detail": reply,
-                "actor": a["worker"] or "",
-            }
-        )
-    for b in bounces:
-        verdicts = ", ".join(
-            " ".join(filter(None, (r.get("class"), r.get("status"), r.get("reason"))))
-            for r in b["results"]
-        )
-        items.append(
-            {
-                "at": b["received_at"],
-                "kind": "bounce",
-                "text": f"bounce report #{b['id']} from {b['source']} (linked by {b['link']})",
-                "detail": verdicts or "no verdict",
-            }
-        )
-    items.sort(key=lambda item: item["at"])
-    return items

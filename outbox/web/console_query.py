@@ -13,7 +13,17 @@ from dataclasses import dataclass
 
 from outbox.errors import InvalidRequest
 
-STATUSES = ("pending", "queued", "sending", "sent", "failed", "dead", "held", "suppressed")
+STATUSES = (
+    "pending",
+    "queued",
+    "sending",
+    "sent",
+    "failed",
+    "dead",
+    "held",
+    "suppressed",
+    "cancelled",
+)
 PARKED = ("failed", "dead", "held")  # what a requeue sends again
 PRIORITIES = ("high", "bulk")
 PAGE = 50

@@ -8,6 +8,7 @@ connections). Every step asserts; the last line says which driver ran.
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import os
 import sys
@@ -88,8 +89,9 @@ def main(backend: str) -> None:
     load_django(backend)
     from django.core import mail  # noqa: PLC0415
     from django.core.management import call_command  # noqa: PLC0415
-    from django.db import connection, transaction  # noqa: PLC0415
+    from django.db import connection, connections, transaction  # noqa: PLC0415
 
+    import outbox  # noqa: PLC0415
     import outbox.django  # noqa: PLC0415
     from outbox.errors import InvalidAddress, InvalidMessage  # noqa: PLC0415
 
@@ -138,6 +140,26 @@ def main(backend: str) -> None:
         )  # fmt: skip
     assert [r.created for r in many] == [True] * 50
     assert count("idempotency_key LIKE 'nl-%'") == 50
+
+    # Cancelled on Django's connection, in its transaction, with the key alone.
+    login("to-cancel", send_at=dt.datetime.now(dt.UTC) + dt.timedelta(hours=1))
+    try:
+        with transaction.atomic():
+            assert outbox.cancel(connections["default"], "to-cancel")
+            raise Undo
+    except Undo:
+        pass
+    assert count("idempotency_key = 'to-cancel' AND status = 'pending'") == 1
+    with transaction.atomic():
+        assert outbox.django.cancel("to-cancel", reason="order refunded")
+    with connection.cursor() as cur:
+        cur.execute(
+            "SELECT e.reason, e.actor FROM email_event e JOIN email_outbox o"
+            " ON o.id = e.outbox_id WHERE o.idempotency_key = 'to-cancel'"
+        )
+        assert cur.fetchall() == [("cancelled: order refunded", "application")]
+    with connection.cursor() as cur:
+        cur.execute("DELETE FROM email_outbox WHERE idempotency_key = 'to-cancel'")
 
     # A purged email's key stays taken, on both of enqueue's ways.
     purge_everything()

@@ -199,3 +199,30 @@ def test_regression_console_tags_an_address_html_escapes(settings: Settings) -> 
         page = signed_in(r, VIEWER).get(f"/console/emails/{outbox_id}").text
     assert "brien" not in page
     assert redact.recipient_tag(address, secret=SECRET) in page
+
+
+@pytest.mark.parametrize(
+    ("text", "shown"),
+    [
+        ("pw-dead1@example.com", "pw-{dead1}"),  # the key's own words stay readable
+        ("reset:Dead1@Example.COM", "reset:{dead1}"),  # case folded, as the tag is
+        ("dead1@example.com", "{dead1}"),
+        ("a/dead1@example.com/b", "a/{dead1}/b"),
+        ("pw-dead1@example.com and erin@example.com", "pw-{dead1} and {erin}"),
+        # Part of a longer word: no known address there, tagged whole.
+        ("alice.dead1@example.com", "{alice.dead1}"),
+        ("pw-dead1@example.community", "{pw-dead1@example.community}"),
+        ("xdead1@example.com", "{xdead1}"),
+        ("order-7", "order-7"),
+    ],
+)
+def test_known_addresses_are_tagged_apart_from_the_words_around_them(text: str, shown: str) -> None:
+    known = ["dead1@example.com", "erin@example.com"]
+
+    def tag(name: str) -> str:
+        address = name if "@" in name else f"{name}@example.com"
+        return redact.recipient_tag(address, secret=SECRET)
+
+    expected = re.sub(r"\{([^}]+)\}", lambda m: tag(m.group(1)), shown)
+    assert redact.known_addresses(text, known, secret=SECRET) == expected
+    assert "dead1@" not in redact.known_addresses(text, known, secret=SECRET)

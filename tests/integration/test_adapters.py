@@ -532,8 +532,10 @@ def _fields_by(open_: Any, settings: Settings) -> tuple[list[Any], ...]:
         outbox.enqueue_many(h.conn, batch, settings=settings)
         h.commit()
         done = outbox.cancel(h.conn, "nl-c", reason="withdrawn", by="shop")
+        alone = outbox.cancel(h.conn, "nl-a")  # who and why left out
         h.commit()
     assert done.cancelled
+    assert alone.cancelled
     return _written(settings)
 
 
@@ -545,8 +547,10 @@ async def _fields_by_async(open_: Any, settings: Settings) -> tuple[list[Any], .
         await outbox.enqueue_many_async(h.conn, batch, settings=settings)
         await h.commit()
         done = await outbox.cancel_async(h.conn, "nl-c", reason="withdrawn", by="shop")
+        alone = await outbox.cancel_async(h.conn, "nl-a")  # who and why left out
         await h.commit()
     assert done.cancelled
+    assert alone.cancelled
     return _written(settings)
 
 
@@ -572,9 +576,11 @@ def test_every_driver_writes_every_per_message_field_alike(settings: Settings) -
     assert by_key["nl-a"][1] is None  # no send_at
     assert by_key["nl-a"][0]["cc"] is None  # its one cc was suppressed
     assert by_key["nl-c"][0]["status"] == "cancelled"
+    assert by_key["nl-a"][0]["status"] == "cancelled"
     assert [(k, bytes(c)) for k, _, c in files] == [("nl-b", b"total: 7"), ("single", b"total: 7")]
     assert [(k, s, a) for k, s, _, a in events] == [
-        ("nl-a", "pending", None), ("nl-c", "cancelled", "shop"), ("single", "pending", None)
+        ("nl-a", "pending", None), ("nl-a", "cancelled", "application"),
+        ("nl-c", "cancelled", "shop"), ("single", "pending", None),
     ]  # fmt: skip
     for name, got in written.items():
         assert got == written["psycopg"], name

@@ -438,7 +438,7 @@ def test_dead_email_sent_after_requeue_through_the_console(
     assert [m.recipients for m in sink.messages] == [[DAVE]]
     after = client.get(f"/console/emails/{outbox_id}").text
     assert 'status-sent">sent<' in after
-    assert "attempt #1: sent" in after
+    assert "attempt #2 (try 1 after a requeue): sent" in after  # numbered across requeues
 
 
 def test_a_time_filter_lists_the_emails_enqueued_in_it(console: Settings, running: Running) -> None:

@@ -14,6 +14,7 @@ import socket
 import subprocess
 import sys
 from collections.abc import Iterator
+from pathlib import Path
 
 import httpx
 import pytest
@@ -33,7 +34,7 @@ pytestmark = pytest.mark.chromium
 
 DAVE = "dave.dead@example.com"
 CAROL = "carol.customer@example.com"
-WIDTHS = (1280, 390)  # a desktop, a phone
+WIDTHS = (1366, 390)  # a laptop, a phone
 
 
 def chromium() -> str:
@@ -126,7 +127,7 @@ def test_an_operator_finds_a_dead_email_requeues_it_and_sees_it_sent(
     assert [m.recipients for m in sink.messages] == [[DAVE]]
     page.reload()
     assert page.inner_text("h1").endswith("sent")
-    assert "attempt #1: sent" in page.inner_text("#timeline")
+    assert "attempt #2 (try 1 after a requeue): sent" in page.inner_text("#timeline")
     assert "dead → pending" in page.inner_text("#timeline")
     page.click("header a:has-text('Audit')")
     audit = page.inner_text("#audit")
@@ -188,24 +189,77 @@ def test_a_forged_or_missing_csrf_token_is_refused(
     page.close()
 
 
+# Per page: every timestamp and status on one line, no word broken anywhere it
+# fits (no break-all), and each table either within its box or in a wrapper
+# that scrolls sideways (never clipped by its card).
+LAYOUT = """() => {
+  const lines = e => { const r = document.createRange(); r.selectNodeContents(e);
+    const em = parseFloat(getComputedStyle(e).fontSize);
+    const tops = [...r.getClientRects()].filter(b => b.width > 0).map(b => b.top)
+      .sort((a, b) => a - b);
+    return tops.filter((t, i) => i === 0 || t - tops[i - 1] > em * 0.8).length; };
+  const visible = e => e.getClientRects().length > 0;
+  const wrapped = [...document.querySelectorAll('.time, .status, td.num')]
+    .filter(e => visible(e) && lines(e) > 1).map(e => e.className + ': ' + e.textContent);
+  const breakAll = [...document.querySelectorAll('body *')]
+    .filter(e => getComputedStyle(e).wordBreak === 'break-all').map(e => e.tagName);
+  const clipped = [...document.querySelectorAll('table')].filter(t => {
+    const box = t.parentElement;
+    if (t.scrollWidth <= box.clientWidth + 1) return false;
+    return !(box.classList.contains('scroll') && getComputedStyle(box).overflowX === 'auto');
+  }).map(t => t.id || t.className || 'table');
+  const scrollers = [...document.querySelectorAll('.scroll')].map(e => {
+    const r = e.getBoundingClientRect(); return [r.left, r.right]; });
+  return {wrapped, breakAll, clipped, scrollers,
+          times: document.querySelectorAll('.time').length};
+}"""
+
+
+def long_email(settings: Settings) -> int:
+    """An email with long words in every column: a key, a reason, a reply."""
+    key = "checkout-2026-12-04-order-000123456789-payment-confirmation-" + CAROL
+    outbox_id = add_login(settings, key, CAROL)
+    query(
+        settings,
+        "UPDATE email_outbox SET status = 'failed', status_reason = %s, last_error = %s"
+        " WHERE id = %s RETURNING id",
+        "550 5.7.1 processing refused: recipient-domain-policy-rejection-undeliverable",
+        "550 5.7.1 processing refused: recipient-domain-policy-rejection-undeliverable",
+        outbox_id,
+    )
+    query(
+        settings,
+        "INSERT INTO email_suppression (address, scope, reason, detail) VALUES"
+        " ('carol.customer@example.com', 'all', 'hard_bounce', %s) RETURNING address",
+        "550-5.1.1 The email account that you tried to reach does not exist; please-try-"
+        "double-checking-the-recipient's-email-address-for-typos-or-unnecessary-spaces",
+    )
+    return outbox_id
+
+
 @pytest.mark.parametrize("width", WIDTHS)
 def test_pages_lay_out_within_the_screen(
-    browser: Browser, console: Settings, web_url: str, width: int
+    browser: Browser, console: Settings, web_url: str, width: int, tmp_path: Path
 ) -> None:
     dead_id = make_dead(console, "layout-dead", DAVE)
-    add_login(console, "layout-login", CAROL)
+    long_id = long_email(console)
     page = sign_in(browser, web_url, OPERATOR, width=width)
-    for path in ("/console/", "/console/emails", f"/console/emails/{dead_id}",
-                 "/console/suppressions", "/console/audit"):  # fmt: skip
+    paths = ("/console/", "/console/emails", "/console/emails?status=failed",
+             f"/console/emails/{dead_id}", f"/console/emails/{long_id}",
+             "/console/suppressions", "/console/audit")  # fmt: skip
+    for n, path in enumerate(paths):
         page.goto(f"{web_url}{path}")
-        image = Image.open(io.BytesIO(page.screenshot(full_page=True))).convert("RGB")
+        shot = page.screenshot(full_page=True)
+        (tmp_path / f"{width}-{n}.png").write_bytes(shot)
+        image = Image.open(io.BytesIO(shot)).convert("RGB")
         colours = image.getcolors(maxcolors=1 << 16)
         assert colours is None or len(colours) > 20, f"{path} at {width}px looks blank"
         assert image.width == width
         overflow = page.evaluate("document.documentElement.scrollWidth")
         assert overflow <= width, f"{path} at {width}px scrolls sideways ({overflow}px)"
         boxes = page.evaluate(
-            """() => [...document.querySelectorAll('header, main, .card, h1, form, table')]
+            """() => [...document.querySelectorAll('header, main, .card, h1, form, .scroll')]
+                .filter(e => e.matches('.scroll') || !e.closest('.scroll'))  // those scroll
                 .map(e => { const r = e.getBoundingClientRect();
                             return [e.tagName + '.' + e.className, r.left, r.right]; })"""
         )
@@ -213,4 +267,10 @@ def test_pages_lay_out_within_the_screen(
         for name, left, right in boxes:
             assert left >= 0, f"{name} starts off-screen on {path} at {width}px"
             assert right <= width + 0.5, f"{name} ends off-screen on {path} at {width}px"
+        layout = page.evaluate(LAYOUT)
+        assert layout["wrapped"] == [], f"broken over lines on {path} at {width}px"
+        assert layout["breakAll"] == [], f"words broken anywhere on {path} at {width}px"
+        assert layout["clipped"] == [], f"tables clipped on {path} at {width}px"
+        if "/emails" in path:
+            assert layout["times"] > 0, f"no timestamp on {path}"
     page.close()

@@ -587,6 +587,41 @@ def test_cancel_in_the_callers_transaction(shop: Settings) -> None:
     assert (same.created, same.status) == (False, "cancelled")
 
 
+def test_cancel_with_the_key_alone(shop: Settings) -> None:
+    """Who and why are optional: the connection's application name, else "application"."""
+    for key in ("a", "b", "c"):
+        add(shop, key)
+    with psycopg.connect(shop.database_url) as conn:
+        assert outbox_api.cancel(conn, "a")
+        conn.commit()
+    with psycopg.connect(shop.database_url, application_name="shop-web") as conn:
+        assert outbox_api.cancel(conn, "b")
+        assert outbox_api.cancel(conn, "c", reason="order refunded")
+        conn.commit()
+    assert query(
+        shop,
+        "SELECT o.idempotency_key, o.status_reason, e.reason, e.actor FROM email_event e"
+        " JOIN email_outbox o ON o.id = e.outbox_id ORDER BY o.idempotency_key",
+    ) == [
+        ("a", "cancelled", "cancelled", "application"),
+        ("b", "cancelled", "cancelled", "shop-web"),
+        ("c", "cancelled: order refunded", "cancelled: order refunded", "shop-web"),
+    ]
+    add(shop, "d")
+    by_cli = outbox(shop, "cancel", "d")  # no --reason: none recorded
+    assert by_cli.returncode == 0, by_cli.stderr
+    assert query(
+        shop,
+        "SELECT e.reason, e.actor LIKE 'cli:%%' FROM email_event e"
+        " JOIN email_outbox o ON o.id = e.outbox_id WHERE o.idempotency_key = 'd'",
+    ) == [("cancelled", True)]
+    with (
+        pytest.raises(InvalidMessage, match="reason must be a non-empty string"),
+        psycopg.connect(shop.database_url) as conn,
+    ):
+        outbox_api.cancel(conn, "a", reason="  ")
+
+
 def test_a_queued_email_cancelled_is_skipped_by_the_worker(shop: Settings) -> None:
     add(shop, "k")
     with harness(shop) as (h, sink):

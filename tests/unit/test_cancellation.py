@@ -16,14 +16,20 @@ def test_reason_and_by_are_kept_trimmed() -> None:
     )
 
 
+def test_reason_and_by_may_be_left_out() -> None:
+    assert check_cancellation(None, None) == (None, None)
+    assert check_cancellation(None, "support:ana") == (None, "support:ana")
+    assert check_cancellation("refund", None) == ("refund", None)
+
+
 @pytest.mark.parametrize(
     ("reason", "by", "says"),
     [
-        ("", "ana", "needs reason"),
-        ("   ", "ana", "needs reason"),
-        (None, "ana", "needs reason"),
-        ("refund", "", "needs by"),
-        ("refund", 7, "needs by"),
+        ("", "ana", "reason must be a non-empty string"),
+        ("   ", "ana", "reason must be a non-empty string"),
+        (7, "ana", "reason must be a non-empty string"),
+        ("refund", "", "by must be a non-empty string"),
+        ("refund", 7, "by must be a non-empty string"),
         ("line\nbreak", "ana", "control characters"),
         ("refund", "ana\x00", "control characters"),
         ("x" * (MAX_REASON + 1), "ana", "over 500"),

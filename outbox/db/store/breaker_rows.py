@@ -61,3 +61,20 @@ def list_breakers(conn: Conn) -> list[BreakerRow]:
     with translate_errors(), conn.cursor(row_factory=tuple_row) as cur:
         rows = cur.execute(queries["list_breakers"]).fetchall()
     return [BreakerRow(_breaker(r), float(r[8])) for r in rows]
+
+
+@dataclass(frozen=True, slots=True)
+class LastSend:
+    transport: str
+    attempted_seconds_ago: float
+    sent_seconds_ago: float | None  # None: none of its recent attempts was sent
+    verdict: str  # of its last attempt
+
+
+def last_sends(conn: Conn) -> list[LastSend]:
+    """Each transport's latest attempt and send, among the latest attempts."""
+    with translate_errors(), conn.cursor(row_factory=tuple_row) as cur:
+        rows = cur.execute(queries["last_sends"]).fetchall()
+    return [
+        LastSend(str(t), float(a), None if s is None else float(s), str(v)) for t, a, s, v in rows
+    ]

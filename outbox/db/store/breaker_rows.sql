@@ -25,3 +25,16 @@ WHERE transport = %(transport)s;
 SELECT transport, state, failures, opened_at, retry_at, probe_by, probe_until, last_error,
        extract(epoch FROM now() - changed_at)::float8
 FROM outbox_breaker ORDER BY transport;
+
+-- last_sends --
+-- Each transport's last attempt and last send among the latest 1,000 attempts
+-- (the primary key read backwards), in seconds ago: what a closed breaker
+-- keeps no row for.
+SELECT transport,
+       extract(epoch FROM now() - max(attempted_at))::float8,
+       extract(epoch FROM now() - max(attempted_at) FILTER (WHERE verdict = 'sent'))::float8,
+       (array_agg(verdict ORDER BY id DESC))[1]
+FROM (SELECT id, transport, verdict, attempted_at FROM email_attempt ORDER BY id DESC LIMIT 1000)
+    AS recent
+WHERE transport IS NOT NULL
+GROUP BY transport ORDER BY transport;

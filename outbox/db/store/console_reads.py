@@ -13,7 +13,6 @@ from psycopg.rows import dict_row, tuple_row
 from outbox.db.sql import load_queries
 from outbox.db.store.connections import Conn, translate_errors
 from outbox.db.store.counts import oldest_unsent
-from outbox.db.store.metrics_reads import bounces_24h
 from outbox.db.store.suppressions import Suppression
 
 queries = load_queries(__name__)
@@ -35,16 +34,11 @@ NO_CURSOR = 2**63 - 1  # above every id: the first page of a keyset cursor
 
 
 def console_overview(conn: Conn) -> dict[str, Any]:
-    """Counts (sent as the planner's estimate), oldest unsent, sends per minute, bounces."""
+    """Sends per minute of the last hour, and the oldest unsent row's age."""
     with translate_errors():
-        counts = [tuple(r) for r in conn.execute(queries["console_counts"]).fetchall()]
-        estimate = conn.execute(queries["console_table_estimate"]).fetchone()
         minutes = conn.execute(queries["console_sent_per_minute"]).fetchall()
     return {
-        "counts": [(str(s), str(p), int(n)) for s, p, n in counts],
-        "rows_estimate": int(estimate[0]) if estimate else 0,
         "sent_per_minute": {int(m): int(n) for m, n in minutes},
-        "bounces_24h": {str(k): int(n) for k, n in bounces_24h(conn)},
         "oldest_unsent": oldest_unsent(conn),
     }
 

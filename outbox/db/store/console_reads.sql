@@ -1,20 +1,3 @@
--- console_counts --
--- Rows per status and priority for every status but sent, each part counted
--- from its partial index (sent rows are the history: console_table_estimate).
-SELECT 'pending', priority, count(*) FROM email_outbox WHERE status = 'pending' GROUP BY 2
-UNION ALL
-SELECT status, priority, count(*) FROM email_outbox
-WHERE status IN ('queued', 'sending') GROUP BY 1, 2
-UNION ALL
-SELECT status, priority, count(*) FROM email_outbox
-WHERE status IN ('dead', 'held', 'failed', 'suppressed') GROUP BY 1, 2
-ORDER BY 1, 2;
-
--- console_table_estimate --
--- The planner's row count of email_outbox (kept by autovacuum): counting ten
--- million sent rows exactly takes seconds.
-SELECT greatest(reltuples, 0)::bigint FROM pg_class WHERE oid = 'email_outbox'::regclass;
-
 -- console_sent_per_minute --
 -- Rows sent in each minute of the last hour (the sent_at index).
 SELECT floor(extract(epoch FROM sent_at) / 60)::bigint AS minute, count(*)
@@ -26,7 +9,7 @@ GROUP BY 1 ORDER BY 1;
 -- optional (NULL). Run unprepared, so each plan sees its filters as constants
 -- and a status filter on a parked status uses email_outbox_parked_id.
 SELECT id, idempotency_key, recipient, template, priority, status, status_reason, attempts,
-       created_at, sent_at, tags
+       created_at, sent_at, tags, cc
 FROM email_outbox
 WHERE id < %(before)s AND id >= %(from_id)s
   AND (%(status)s::text IS NULL OR status = %(status)s::text)
@@ -50,7 +33,7 @@ SELECT created_at FROM email_outbox WHERE id >= %(id)s ORDER BY id LIMIT 1;
 -- Emails by row id, idempotency key, Message-ID (with or without its angle
 -- brackets) or the provider's id: each an indexed equality.
 SELECT id, idempotency_key, recipient, template, priority, status, status_reason, attempts,
-       created_at, sent_at, tags
+       created_at, sent_at, tags, cc
 FROM email_outbox
 WHERE id = %(id)s OR idempotency_key = %(ref)s OR message_id = %(ref)s
    OR message_id = %(bracketed)s OR provider_message_id = %(ref)s
@@ -63,7 +46,7 @@ ORDER BY id DESC LIMIT %(limit)s;
 -- backlog; lower() is cheaper per row than the hash).
 SELECT * FROM (
     (SELECT id, idempotency_key, recipient, template, priority, status, status_reason, attempts,
-            created_at, sent_at, tags
+            created_at, sent_at, tags, cc
      FROM email_outbox
      WHERE email_recipient_hash(recipient) = email_recipient_hash(%(address)s)
        AND status IN ('sent', 'failed', 'dead', 'held', 'suppressed', 'cancelled')
@@ -71,7 +54,7 @@ SELECT * FROM (
      ORDER BY id DESC LIMIT %(limit)s)
     UNION ALL
     (SELECT id, idempotency_key, recipient, template, priority, status, status_reason, attempts,
-            created_at, sent_at, tags
+            created_at, sent_at, tags, cc
      FROM email_outbox
      WHERE lower(recipient) = lower(%(address)s) AND id < %(before)s
        AND status IN ('pending', 'queued', 'sending')
@@ -80,11 +63,17 @@ SELECT * FROM (
 ORDER BY id DESC LIMIT %(limit)s;
 
 -- console_email --
--- One email whole, for its page.
+-- One email whole, for its page: every field it was enqueued with, its content
+-- when stored (no template), and where it is now.
 SELECT id, idempotency_key, recipient, template, params, message_id, priority, status,
        status_reason, attempts, next_attempt_at, locked_by, locked_at, last_error,
        provider_message_id, created_at, queued_at, sent_at, failed_at, requeued_at,
-       bounce_class, bounced_at, trace_context, template_version, sender
+       bounce_class, bounced_at, trace_context, template_version, sender,
+       coalesce(reply_to, '{}') AS reply_to, coalesce(cc, '{}') AS cc,
+       coalesce(bcc, '{}') AS bcc, subject, body_text, body_html,
+       coalesce(headers, '[]') AS headers, coalesce(tags, '{}') AS tags,
+       coalesce(metadata, '{}') AS metadata, send_at, locale,
+       coalesce(attachments, '[]') AS attachments
 FROM email_outbox WHERE id = %(id)s;
 
 -- console_templates --

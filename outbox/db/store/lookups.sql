@@ -3,8 +3,9 @@
 -- brackets), row id or provider id; each has an index.
 SELECT id, idempotency_key, recipient, template, params, message_id, priority, status,
        status_reason, attempts, next_attempt_at, locked_by, locked_at, last_error,
-       provider_message_id, created_at, queued_at, sent_at, failed_at, trace_context, tags,
-       metadata, cc, bcc, sender, reply_to, send_at, locale,
+       provider_message_id, created_at, queued_at, sent_at, failed_at, requeued_at,
+       trace_context, tags, metadata, cc, bcc, sender, reply_to, send_at, locale, headers,
+       subject, template_version, bounce_class, bounced_at,
        (SELECT jsonb_agg(a - 'sha256') FROM jsonb_array_elements(attachments) AS a) AS attachments
 FROM email_outbox
 WHERE idempotency_key = %(ref)s OR message_id = %(ref)s OR message_id = %(bracketed)s
@@ -45,8 +46,9 @@ SELECT recipient FROM email_outbox WHERE id = %(id)s;
 -- index of the address's keyed hash, rows in flight through the unsent index.
 SELECT id, idempotency_key, recipient, template, params, message_id, priority, status,
        status_reason, attempts, next_attempt_at, locked_by, locked_at, last_error,
-       provider_message_id, created_at, queued_at, sent_at, failed_at, trace_context, tags,
-       metadata, cc, bcc, sender, reply_to, send_at, locale,
+       provider_message_id, created_at, queued_at, sent_at, failed_at, requeued_at,
+       trace_context, tags, metadata, cc, bcc, sender, reply_to, send_at, locale, headers,
+       subject, template_version, bounce_class, bounced_at,
        (SELECT jsonb_agg(a - 'sha256') FROM jsonb_array_elements(attachments) AS a) AS attachments
 FROM email_outbox
 WHERE id IN (
