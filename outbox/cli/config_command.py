@@ -6,12 +6,15 @@ It loads no database driver: a deployment checks its settings before anything ru
 from __future__ import annotations
 
 import argparse
+import os
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from outbox import preflight
+from outbox.cli import worker_pools
 from outbox.cli.output import JsonResult, Printer, Result
 from outbox.config import Settings
+from outbox.errors import ConfigError
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,5 +60,18 @@ def config(settings: Settings, args: argparse.Namespace, out: Printer) -> Result
         processes = args.only or [
             p for p in preflight.PROCESSES if p != "bounces" or settings.bounce_domain
         ]
-        return Problems(processes, preflight.problems(settings, processes))
-    return Effective(preflight.effective(settings))
+        found = preflight.problems(settings, processes)
+        if "worker" in processes:
+            found += _pool_problems()
+        return Problems(processes, found)
+    pools = [preflight.Shown(n, v, ("worker",), d) for n, v, d in worker_pools.shown(os.environ)]
+    return Effective(preflight.effective(settings) + pools)
+
+
+def _pool_problems() -> list[str]:
+    """The worker pools' settings (``outbox worker``), read from the environment."""
+    try:
+        worker_pools.check_all(os.environ)
+    except ConfigError as exc:
+        return [str(exc)]
+    return []

@@ -156,3 +156,16 @@ def check_all(environ: Mapping[str, str]) -> None:
             "OUTBOX_HIGH_METRICS_PORT and OUTBOX_BULK_METRICS_PORT must differ: "
             "each pool's metrics server sums only its own pool's figures"
         )
+
+
+def shown(environ: Mapping[str, str]) -> list[tuple[str, str, bool]]:
+    """Each pool setting for ``outbox config``: (name, value, whether it is the default).
+    A value that cannot work is shown as given; ``outbox config check`` names it."""
+    rows = []
+    for name, (default, _, _) in _LIMITS.items():
+        try:
+            value = str(whole_number(environ, name))
+        except ConfigError:
+            value = environ[name]
+        rows.append((name, value, value == str(default)))
+    return rows

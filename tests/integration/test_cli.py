@@ -273,3 +273,23 @@ def test_bad_configuration_is_a_clear_error(settings: Settings) -> None:
     assert "cannot reach Postgres" in unreachable.stderr
     assert "postgres   DOWN: cannot reach Postgres" in unreachable.stdout
     assert "broker     up" in unreachable.stdout
+
+
+def test_config_shows_and_checks_the_worker_pools_settings(settings: Settings) -> None:
+    shown = outbox(settings, "config", "--json", env={"OUTBOX_BULK_THREADS": "3"})
+    assert shown.returncode == 0, shown.stderr
+    by_name = {s["env"]: s for s in json.loads(shown.stdout)}
+    assert by_name["OUTBOX_BULK_THREADS"]["value"] == "3"
+    assert not by_name["OUTBOX_BULK_THREADS"]["default"]
+    assert by_name["OUTBOX_HIGH_IDLE_POLL_MS"] == {
+        "env": "OUTBOX_HIGH_IDLE_POLL_MS",
+        "value": "5",
+        "readers": ["worker"],
+        "default": True,
+    }
+    same_ports = {"OUTBOX_HIGH_METRICS_PORT": "9300", "OUTBOX_BULK_METRICS_PORT": "9300"}
+    checked = outbox(settings, "config", "check", env=same_ports)
+    assert checked.returncode == 1
+    assert "OUTBOX_HIGH_METRICS_PORT and OUTBOX_BULK_METRICS_PORT must differ" in checked.stdout
+    relay_only = outbox(settings, "config", "check", "--process", "relay", env=same_ports)
+    assert relay_only.returncode == 0, relay_only.stdout
