@@ -31,12 +31,12 @@ _REPLY_SUBJECT = re.compile(
     r"(?:\[\d{1,3}\])?\s*:",
     re.I,
 )
-# "On Mon, 3 Mar 2025, Dana <dana@example.org> wrote:" and its translations: the
-# lines after it are another message's, quoted.
+# "On Mon, 3 Mar 2025, Dana <dana@example.org> wrote:" and its translations ("Am
+# 3. März 2025 schrieb Dana:"): the lines after it are another message's, quoted.
 _ATTRIBUTION = re.compile(
     r"^[^\S\n]*(?:on|am|le|el|il|op|em|den|dne|w dniu)\b[^\n]{0,300}"
     r"(?:wrote|schrieb|a [ée]crit|escribi[óo]|ha scritto|schreef|skrev|escreveu|napisa[łl])"
-    r"[^\S\n]*:[^\S\n]*$",
+    r"[^\n]{0,120}:[^\S\n]*$",
     re.I | re.M,
 )
 _QUOTED_LINE = re.compile(r"^[^\S\n]*>", re.M)
