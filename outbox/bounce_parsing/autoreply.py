@@ -13,9 +13,12 @@ import re
 from outbox.bounce_parsing import mime
 from outbox.bounce_parsing.addresses import clean_address, is_system_address
 
+# A list's subject tag ("[team] ") comes before the responder's wording when the
+# reply went to, or came through, a mailing list.
+LIST_TAG = r"^\s*(?:\[[^\]\n]{1,80}\]\s*)?"
 # Subject wording of out-of-office and auto-reply messages in common languages.
 _AUTO_SUBJECT = re.compile(
-    r"^\s*(?:"
+    LIST_TAG + r"(?:"
     r"auto(?:matic|matische|matisk|matisch|matique|m[aá]tica|matico)?[ _-]?"
     r"(?:reply|response|respond|antwort|svar|antwoord|risposta|respuesta|resposta|r[ée]ponse)"
     r"|autoreply|autoresponse|out of (?:the )?office|away from (?:the )?office|i am away|"
@@ -28,7 +31,9 @@ _AUTO_SUBJECT = re.compile(
     r")",
     re.I,
 )
-_AUTO_PREFIX = re.compile(r"^\s*(?:auto|automatic reply|autoreply|ooo|out of office)\s*:", re.I)
+_AUTO_PREFIX = re.compile(
+    LIST_TAG + r"(?:auto|automatic reply|autoreply|ooo|out of office)\s*:", re.I
+)
 _BOUNCE_SUBJECT = re.compile(
     r"undeliver|undelivered|not (?:be )?delivered|returned mail|returning message|"
     r"delivery (?:status|failure|failed|notification|report|problem|has failed|incomplete)|"

@@ -11,9 +11,9 @@ from dataclasses import dataclass
 
 from outbox.bounce_parsing import (
     arf,
-    autoreply,
     dsn,
     mime,
+    notice_shape,
     plain_notices,
     returned,
     ses_email,
@@ -63,7 +63,9 @@ def _parse(raw: bytes) -> list[BounceResult]:
         return notice
     reports = _dsn_reports(msg, ctx.texts)
     records = [r for report in reports for r in report.recipients]
-    if not records and not _reads_as_failure_notice(msg, ctx.texts):
+    if not records and not notice_shape.is_failure_notice(
+        msg, ctx.texts, ctx.section, ctx.returned is not None
+    ):
         return []
     failures = _from_dsn(ctx, reports) if records else []
     if not failures:
@@ -112,18 +114,6 @@ def _report_or_notice(ctx: _Context) -> list[BounceResult] | None:
             )
         ]
     return None
-
-
-def _reads_as_failure_notice(msg: mime.Part, texts: list[str]) -> bool:
-    """Without a report, only a message shaped like a failure notice is read as
-    text; an auto-reply must also carry a bounce sender, subject or header."""
-    if not autoreply.looks_like_bounce(msg, texts[0] if texts else ""):
-        return False
-    if mime.header(msg, "List-Unsubscribe") or mime.header(msg, "List-Id"):
-        # RFC 2369/2919 list headers come from list or bulk software; an MTA's
-        # failure notice never carries them.
-        return False
-    return not (autoreply.is_auto_reply(msg) and not autoreply.looks_like_bounce(msg, ""))
 
 
 def _dsn_reports(msg: mime.Part, texts: list[str]) -> list[dsn.Report]:

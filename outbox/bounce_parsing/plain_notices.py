@@ -78,7 +78,11 @@ _PHRASE = re.compile(
     re.I,
 )
 
-_DELAY_SUBJECT = re.compile(r"\bdelay(?:ed)?\b|^warning\b|still being retried", re.I)
+# After a list's subject tag too: a warning that came through list software is
+# still a warning.
+_DELAY_SUBJECT = re.compile(
+    r"\bdelay(?:ed)?\b|^\s*(?:\[[^\]\n]{1,80}\]\s*)?warning\b|still being retried", re.I
+)
 _DELAY_BODY = re.compile(
     r"this is a warning(?: message)? only|has not yet been delivered|will be retried for|"
     r"still being retried|delivery incomplete|only a temporary failure report|"
@@ -228,11 +232,12 @@ def recipient_blocks(section: str, known: list[str], exclude: list[str]) -> list
     if known:
         wanted = known[:_MAX_RECIPIENTS]
     else:
-        strong = [a.address for a in anchors if a.strong]
-        weak = [a.address for a in anchors if not a.strong]
-        candidates = strong or weak
-        evident = [a.address for a in anchors if _evident(lines, anchors, a)]
-        candidates = [a for a in candidates if a in evident]
+        # Only addresses named as failures compete; a bare address that is not
+        # one (a list footer's, a signature's) must not hide one found after
+        # failure wording.
+        evident = [a for a in anchors if _evident(lines, anchors, a)]
+        strong = [a.address for a in evident if a.strong]
+        candidates = strong or [a.address for a in evident if not a.strong]
         kept = [a for a in candidates if not any(same_address(a, x) for x in exclude)]
         # The bounce's own addressee or the original sender is a failed recipient
         # only when the notice quotes a server's code for it (mail sent to oneself);

@@ -130,6 +130,9 @@ def test_every_row_of_the_readme_is_tested() -> None:
     [
         ("dsn-original-recipient-forwarded.eml", ["pia@example.org"]),  # R1
         ("spam-bounce-lookalike.eml", []),  # R2
+        ("postfix-via-mailing-list.eml", ["nell@example.org"]),  # R2: list headers decide nothing
+        ("autoreply-failure-subject.eml", []),  # R2: a responder wrote it
+        ("reply-quoting-notice.eml", []),  # R2: a person wrote it, quoting a notice
         ("notice-heading-list.eml", ["lou@example.org", "max@example.net"]),  # R3
         ("notice-prose-could-not-be-delivered.eml", ["kim@example.net"]),  # R3, R4
     ],
