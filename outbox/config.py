@@ -124,6 +124,9 @@ class Settings:
     console_session_seconds: float = 8 * 3600.0  # a console session lasts this long
     grafana_url: str = ""  # the console links to these when set
     jaeger_url: str = ""
+    webhook_allow_private: str = "0"  # 1: webhooks may go to private and loopback addresses
+    webhook_concurrency: int = 32  # requests `outbox webhooks deliver` has open per endpoint
+    webhook_timeout: float = 10.0  # seconds each phase of a webhook request may take
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
@@ -165,6 +168,9 @@ class Settings:
         self._validate_web()
         self._validate_console()
         self._check_choice("smtp_plaintext_auth")
+        self._check_choice("webhook_allow_private")
+        if not 0 < self.webhook_timeout <= 60:
+            raise ConfigError("OUTBOX_WEBHOOK_TIMEOUT must be more than 0 and at most 60 seconds")
         _check_sender(self.sender)
         self.sender_domain_list()  # raises on an empty entry
         if not self.templates.is_dir():
@@ -307,6 +313,7 @@ _CHOICES: dict[str, tuple[str, ...]] = {
     "prepared_statements": ("on", "off"),
     "pace_by_mx": ("on", "off"),
     "smtp_plaintext_auth": ("never", "loopback"),
+    "webhook_allow_private": ("0", "1"),
 }
 
 # Counts and sizes for which 0 would mean nothing can ever be sent or served.
@@ -326,6 +333,7 @@ _AT_LEAST_ONE = (
     "api_burst",
     "web_pool_size",
     "db_pool_max",
+    "webhook_concurrency",
 )
 
 ENV_NAMES = {

@@ -276,4 +276,18 @@ def parser() -> argparse.ArgumentParser:  # noqa: PLR0915 (one statement per com
     )
     metrics.set_defaults(process="metrics")
     metrics.add_argument("--port", type=int, help="default: PORT, else OUTBOX_METRICS_PORT")
+    hooks = command(
+        "webhooks", "webhook_commands:webhooks", "signed event webhooks (see docs/events.md)"
+    )
+    hooks.add_argument(
+        "action",
+        choices=["create", "list", "disable", "enable", "rotate-secret", "replay", "deliver"],
+    )
+    hooks.add_argument("target", nargs="?", metavar="URL|ID", help="create: URL; else: the ID")
+    hooks.add_argument("--events", metavar="TYPE,…", help="create: only these event types")
+    hooks.add_argument(
+        "--addresses", action="store_true", help="create: `to` in clear, not the keyed tag"
+    )
+    hooks.add_argument("--since", metavar="TIME", help="replay: events since (2h, 7d, ISO)")
+    hooks.add_argument("--json", action="store_true", help="list: machine-readable output")
     return found

@@ -45,10 +45,14 @@ LAYERS: list[set[str]] = [
         "web.console_auth",
         "web.console_query",
         "web.chart",
+        "events.event_body",
+        "events.retry_schedule",
+        "events.hook_signing",
     },  # pure core
     # I/O edges; validate and fields are pure but for the address library
     {"db", "transports", "message", "pacing", "broker", "telemetry", "validate", "fields"},
-    {"delivery", "relay", "bounce_receiving", "intake", "cancelling", "preflight"},  # orchestration
+    # orchestration
+    {"delivery", "relay", "bounce_receiving", "intake", "cancelling", "preflight", "events"},
     {"cli", "worker", "web", "testing", "django"},  # processes (django: an app in yours)
 ]
 DRIVERS = {"psycopg", "psycopg_pool", "dramatiq", "redis", "smtplib", "httpx", "boto3"}

@@ -33,8 +33,11 @@ TABLES = frozenset(
         "email_template_version",
         "outbox_api_key",
         "outbox_breaker",
+        "outbox_event",
         "outbox_process",
         "outbox_schema_migration",
+        "webhook_delivery",
+        "webhook_endpoint",
     }
 )
 FUNCTIONS = frozenset(
@@ -44,6 +47,7 @@ FUNCTIONS = frozenset(
         "email_outbox_record_update",
         "email_outbox_release_attachments",
         "email_recipient_hash",
+        "outbox_event_record",
     }
 )
 

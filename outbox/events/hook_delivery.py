@@ -1,0 +1,252 @@
+"""``outbox webhooks deliver``: the feed's events posted to every endpoint.
+
+Each round hands the feed's new events to the endpoints (deliveries, in feed
+order), starts the deliveries due (up to OUTBOX_WEBHOOK_CONCURRENCY at once
+per endpoint, never two of one email at once nor one before an earlier one
+of its email is delivered), and records what the finished ones got, in one
+transaction: delivered deliveries go, failed ones wait for their next try
+(:mod:`outbox.events.retry_schedule`), an endpoint past the schedule is
+paused, one answering 410 is disabled. Every try of an event carries the same
+``webhook-id``; a crash between a receiver's answer and its record sends it
+again (at least once), which the receiver de-duplicates by that id.
+
+One deliverer runs at a time (a Postgres session lock); another started
+beside it waits as a standby and takes over when the first one's session ends.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass, field
+
+import orjson
+
+from outbox.config import Settings
+from outbox.db.store import connections, webhook_rows
+from outbox.db.store.webhook_rows import Due, LiveEndpoint
+from outbox.errors import StoreError
+from outbox.events import hook_signing
+from outbox.events.event_body import event_id, feed_event
+from outbox.events.hook_sender import Sender
+from outbox.events.hook_target import Target, resolve
+from outbox.events.retry_schedule import DELAYS, Answer, next_delay, verdict
+
+log = logging.getLogger(__name__)
+
+FAN_OUT_BATCH = 2000  # events handed to each endpoint per round
+IDLE_SECONDS = 0.2  # the wait for new events when nothing is in flight
+RESOLVE_SECONDS = 60.0  # an endpoint's host is resolved again this often
+STANDBY_SECONDS = 5.0
+
+
+@dataclass(slots=True)
+class Flight:
+    endpoint: LiveEndpoint
+    due: Due
+    future: Future[Answer]
+
+
+@dataclass(slots=True)
+class Outcomes:
+    """What a round's finished deliveries come to, recorded together."""
+
+    delivered: list[int] = field(default_factory=list)
+    refused: list[int] = field(default_factory=list)
+    retries: list[tuple[int, float, str]] = field(default_factory=list)
+    states: dict[int, tuple[str, str]] = field(default_factory=dict)  # endpoint: state, why
+
+
+class Deliverer:
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        now: Callable[[], dt.datetime] = lambda: dt.datetime.now(dt.UTC),
+    ) -> None:
+        self.settings = settings
+        self.concurrency = settings.webhook_concurrency
+        self.allow_private = settings.webhook_allow_private == "1"
+        self.clock = clock
+        self.now = now
+        self.sender = Sender(timeout=settings.webhook_timeout, connections=self.concurrency)
+        self.threads = ThreadPoolExecutor(self.concurrency, thread_name_prefix="webhook")
+        self.in_flight: dict[int, Flight] = {}  # by delivery id
+        self._targets: dict[int, tuple[float, str, Target | str]] = {}
+        self._secrets: dict[str, str] = {}  # sealed: opened
+
+    def run(self, stop: threading.Event) -> None:
+        """Deliver until ``stop`` is set; a lost database is reached again."""
+        conn: connections.Conn | None = None
+        try:
+            while not stop.is_set():
+                try:
+                    if conn is None or conn.closed:
+                        conn = self._locked_connection(stop)
+                        if conn is None:
+                            return
+                    if not self.round(conn):
+                        self._idle(stop)
+                except StoreError as exc:
+                    log.warning("webhook delivery paused: %s", exc)
+                    if conn is not None:
+                        conn.close()
+                    conn = None
+                    stop.wait(1.0)
+        finally:
+            self.close()
+            if conn is not None:
+                conn.close()
+
+    def _locked_connection(self, stop: threading.Event) -> connections.Conn | None:
+        told = False
+        while not stop.is_set():
+            conn = connections.connect(self.settings.database_url, autocommit=True)
+            if webhook_rows.deliverer_lock(conn):
+                log.info("delivering webhooks")
+                conn.autocommit = False
+                return conn
+            conn.close()
+            if not told:
+                log.info("another `outbox webhooks deliver` runs; standing by")
+                told = True
+            stop.wait(STANDBY_SECONDS)
+        return None
+
+    def round(self, conn: connections.Conn) -> bool:
+        """One pass; whether anything was started or finished."""
+        webhook_rows.fan_out(conn, FAN_OUT_BATCH)
+        connections.commit(conn)
+        started = 0
+        for endpoint in webhook_rows.live_endpoints(conn):
+            started += self._start(conn, endpoint)
+        connections.commit(conn)
+        finished = self._finished(timeout=IDLE_SECONDS if self.in_flight else 0.0)
+        if finished:
+            self._record(conn, finished)
+        return bool(started or finished)
+
+    def _idle(self, stop: threading.Event) -> None:
+        if not self.in_flight:
+            stop.wait(IDLE_SECONDS)
+
+    def _start(self, conn: connections.Conn, endpoint: LiveEndpoint) -> int:
+        busy = [i for i, f in self.in_flight.items() if f.endpoint.id == endpoint.id]
+        free = self.concurrency - len(busy)
+        if free <= 0:
+            return 0
+        due = webhook_rows.due_deliveries(conn, endpoint.id, busy=busy, limit=free)
+        if not due:
+            return 0
+        target = self._target(endpoint)
+        secrets_ = self._signing_secrets(endpoint)
+        for delivery in due:
+            future = self.threads.submit(self._post, endpoint, delivery, target, secrets_)
+            self.in_flight[delivery.id] = Flight(endpoint, delivery, future)
+        return len(due)
+
+    def _post(
+        self, endpoint: LiveEndpoint, delivery: Due, target: Target | str, secrets_: tuple[str, ...]
+    ) -> Answer:
+        if isinstance(target, str):
+            return Answer(None, target)  # the host is refused or does not resolve
+        event = feed_event(
+            delivery.event, secret=self.settings.secret, addresses=endpoint.addresses
+        )
+        message_id = event.pop("id")
+        event.pop("cursor")
+        body = orjson.dumps(event)
+        headers = hook_signing.headers(message_id, body, secrets_, now=self.now())
+        return self.sender.post(target, body, headers)
+
+    def _target(self, endpoint: LiveEndpoint) -> Target | str:
+        """The endpoint's checked address (resolved again now and then), or why none."""
+        known = self._targets.get(endpoint.id)
+        if known and known[1] == endpoint.url and self.clock() - known[0] < RESOLVE_SECONDS:
+            return known[2]
+        try:
+            found: Target | str = resolve(endpoint.url, allow_private=self.allow_private)
+        except ValueError as exc:
+            found = str(exc)
+        self._targets[endpoint.id] = (self.clock(), endpoint.url, found)
+        return found
+
+    def _signing_secrets(self, endpoint: LiveEndpoint) -> tuple[str, ...]:
+        keys = (self.settings.secret, *self.settings.previous_secret_list)
+        sealed = [s for s in (endpoint.secret_sealed, endpoint.previous_sealed) if s]
+        for one in sealed:
+            if one not in self._secrets:
+                self._secrets[one] = hook_signing.unseal(one, keys=keys)
+        return tuple(self._secrets[s] for s in sealed)
+
+    def _finished(self, timeout: float) -> list[Flight]:
+        if not self.in_flight:
+            return []
+        futures = [f.future for f in self.in_flight.values()]
+        wait(futures, timeout=timeout, return_when=FIRST_COMPLETED)
+        done = [f for f in self.in_flight.values() if f.future.done()]
+        for flight in done:
+            del self.in_flight[flight.due.id]
+        return done
+
+    def _record(self, conn: connections.Conn, finished: list[Flight]) -> None:
+        outcomes = Outcomes()
+        for flight in finished:
+            _judge(flight, _answer(flight), outcomes)
+        webhook_rows.finish_deliveries(conn, delivered=outcomes.delivered, refused=outcomes.refused)
+        if outcomes.retries:
+            webhook_rows.retry_deliveries(conn, outcomes.retries)
+        for endpoint_id, (state, why) in outcomes.states.items():
+            webhook_rows.set_state(conn, endpoint_id, state, why)
+            log.warning("webhook endpoint %d %s: %s", endpoint_id, state, why)
+        connections.commit(conn)
+
+    def close(self) -> None:
+        self.threads.shutdown(wait=True, cancel_futures=True)
+        self.sender.close()
+
+
+def _answer(flight: Flight) -> Answer:
+    try:
+        return flight.future.result()
+    except Exception as exc:  # a fault of ours in building the request: tried again
+        log.exception("webhook delivery %d failed before its request", flight.due.id)
+        return Answer(None, f"not sent: {type(exc).__name__}")
+
+
+def _judge(flight: Flight, answer: Answer, outcomes: Outcomes) -> None:
+    """Fold one attempt's answer into the round's outcomes."""
+    delivery, endpoint = flight.due, flight.endpoint
+    said = verdict(answer)
+    if said == "delivered":
+        outcomes.delivered.append(delivery.id)
+    elif said == "refused":
+        outcomes.refused.append(delivery.id)
+        log.warning(
+            "webhook endpoint %d refused %s for good: %s",
+            endpoint.id,
+            event_id(int(delivery.event[0])),
+            answer.error,
+        )
+    elif said == "gone":
+        outcomes.refused.append(delivery.id)
+        outcomes.states[endpoint.id] = ("disabled", "it answered 410 Gone")
+    else:
+        failures = delivery.attempts + 1
+        delay = next_delay(failures)
+        if delay is None:
+            delay = DELAYS[-1]
+            outcomes.states.setdefault(
+                endpoint.id,
+                (
+                    "paused",
+                    f"{event_id(int(delivery.event[0]))} failed {failures} times,"
+                    f" last: {answer.error}",
+                ),
+            )
+        outcomes.retries.append((delivery.id, delay, answer.error))

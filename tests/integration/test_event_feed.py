@@ -1,0 +1,156 @@
+"""The event feed: recorded with the change that causes it, read in order,
+never passing an event that commits later."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+
+import psycopg
+import pytest
+
+import outbox
+from outbox import enqueue
+from outbox.config import Settings
+from outbox.db.store import suppressions
+from outbox.errors import InvalidCursor
+from outbox.redact import recipient_tag
+from tests.integration.helpers import LOGIN, query
+from tests.keys import SECRET
+
+
+@pytest.fixture
+def esettings(settings: Settings) -> Settings:
+    return dataclasses.replace(settings, secret=SECRET)
+
+
+def add(settings: Settings, key: str, to: str = "alice@example.com") -> int:
+    with psycopg.connect(settings.database_url) as conn:
+        return enqueue(
+            conn,
+            idempotency_key=key,
+            to=to,
+            template="login_code",
+            params=LOGIN,
+            tags=["signup"],
+            metadata={"user": "42"},
+            settings=settings,
+        ).id
+
+
+def set_status(settings: Settings, row: int, *steps: str) -> None:
+    with psycopg.connect(settings.database_url) as conn:
+        for status in steps:
+            conn.execute(
+                "UPDATE email_outbox SET status = %s, status_reason = %s,"
+                " provider_message_id = 'Q123' WHERE id = %s",
+                (status, f"now {status}", row),
+            )
+
+
+def read(settings: Settings, after: str | None = None, limit: int = 100) -> list[dict]:
+    with psycopg.connect(settings.database_url) as conn:
+        return outbox.read_events(conn, after, limit, settings=settings)
+
+
+def test_routine_steps_write_no_event_and_outcomes_one_each(esettings: Settings) -> None:
+    row = add(esettings, "k1")
+    set_status(esettings, row, "queued", "sending")
+    assert read(esettings) == []
+    set_status(esettings, row, "sent")
+    [event] = read(esettings)
+    assert event["type"] == "email.sent"
+    assert event["id"].startswith("evt_")
+    assert event["data"] == {
+        "id": row,
+        "idempotency_key": "k1",
+        "message_id": query(esettings, "SELECT message_id FROM email_outbox")[0][0],
+        "provider_id": "Q123",
+        "status": "sent",
+        "reason": "now sent",
+        "tags": ["signup"],
+        "metadata": {"user": "42"},
+        "to": recipient_tag("alice@example.com", secret=SECRET),
+    }
+    assert event["timestamp"].endswith("Z")
+    with psycopg.connect(esettings.database_url) as conn:
+        clear = outbox.read_events(conn, addresses=True, settings=esettings)
+    assert clear[0]["data"]["to"] == "alice@example.com"
+
+
+def test_cancel_and_suppressed_enqueue_are_events(esettings: Settings) -> None:
+    row = add(esettings, "k1")
+    with psycopg.connect(esettings.database_url) as conn:
+        outbox.cancel(conn, "k1", reason="order refunded", by="test")
+        suppressions.suppress(conn, "gone@example.com", reason="manual")
+    suppressed = add(esettings, "k2", to="gone@example.com")
+    events = read(esettings)
+    assert [(e["type"], e["data"]["id"]) for e in events] == [
+        ("email.cancelled", row),
+        ("email.suppressed", suppressed),
+    ]
+    assert events[0]["data"]["reason"] == "cancelled: order refunded"
+
+
+def test_the_cursor_pages_in_order_and_a_bad_one_is_refused(esettings: Settings) -> None:
+    rows = [add(esettings, f"k{i}") for i in range(5)]
+    for row in rows:
+        set_status(esettings, row, "failed")
+    first = read(esettings, limit=2)
+    rest = read(esettings, first[-1]["cursor"], limit=10)
+    assert [e["data"]["id"] for e in first + rest] == rows
+    assert read(esettings, rest[-1]["cursor"]) == []
+    with pytest.raises(InvalidCursor):
+        read(esettings, "12; DROP TABLE email_outbox")
+    with pytest.raises(ValueError, match="limit"):
+        read(esettings, None, 0)
+
+
+def test_an_event_committed_after_a_later_id_is_not_passed_by(esettings: Settings) -> None:
+    """A transaction that took its id first commits last: a reader that served
+    the later id already still gets it, in either order of the transactions."""
+    a, b, c, d = (add(esettings, f"k{i}") for i in range(4))
+    url = esettings.database_url
+    with psycopg.connect(url) as first, psycopg.connect(url) as second:
+        # The older transaction (lower xid) writes the higher event id and commits first.
+        first.execute("SELECT pg_current_xact_id()")
+        second.execute("SELECT pg_current_xact_id()")
+        second.execute("UPDATE email_outbox SET status = 'sent' WHERE id = %s", (a,))
+        first.execute("UPDATE email_outbox SET status = 'sent' WHERE id = %s", (b,))
+        first.commit()
+        seen = read(esettings)
+        assert [e["data"]["id"] for e in seen] == [b]
+        second.commit()
+        later = read(esettings, seen[-1]["cursor"])
+        assert [e["data"]["id"] for e in later] == [a]
+    with psycopg.connect(url) as first, psycopg.connect(url) as second:
+        # The transaction holding the lower event id commits last: nothing
+        # after it is served until it ends.
+        first.execute("UPDATE email_outbox SET status = 'sent' WHERE id = %s", (c,))
+        second.execute("UPDATE email_outbox SET status = 'sent' WHERE id = %s", (d,))
+        second.commit()
+        assert read(esettings, later[-1]["cursor"]) == []
+        first.commit()
+        last = read(esettings, later[-1]["cursor"])
+        assert [e["data"]["id"] for e in last] == [c, d]
+    ids = [e["id"] for e in read(esettings)]
+    assert len(ids) == len(set(ids)) == 4
+
+
+def test_the_async_reader_returns_the_same_events(esettings: Settings) -> None:
+    row = add(esettings, "k1")
+    set_status(esettings, row, "dead")
+
+    async def read_async() -> list[dict]:
+        conn = await psycopg.AsyncConnection.connect(esettings.database_url)
+        async with conn:
+            return await outbox.read_events_async(conn, settings=esettings)
+
+    assert asyncio.run(read_async()) == read(esettings)
+    assert read(esettings)[0]["type"] == "email.dead"
+
+
+def test_held_is_uncertain(esettings: Settings) -> None:
+    row = add(esettings, "k1")
+    set_status(esettings, row, "held")
+    assert [e["type"] for e in read(esettings)] == ["email.uncertain"]
