@@ -70,17 +70,19 @@ def _shown(secret: str, addresses: bool, shown_key: Callable[[str], str] | None)
     return shown
 
 
-def events_plan(
+def read_owner_events(
+    conn: Any,
     after: str | None,
     limit: int,
     *,
     visible: Mapping[str, Any],
     secret: str,
-    shown_key: Callable[[str], str] | None = None,
-) -> Plan[list[dict[str, Any]]]:
-    """The feed as one owner reaches it (``GET /v1/events``): keyed tags, its own keys."""
-    shown = _shown(secret, False, shown_key)
-    return _plan(after, limit, visible, shown)
+    shown_key: Callable[[str], str],
+) -> list[dict[str, Any]]:
+    """The feed as one owner reaches it (``GET /v1/events``): its emails' events
+    only, their keys as it gave them, ``to`` as the keyed tag."""
+    plan = _plan(after, limit, visible, _shown(secret, False, shown_key))
+    return executors.run(plan, executors.executor_for(conn))
 
 
 def _plan(

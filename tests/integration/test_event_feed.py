@@ -12,10 +12,12 @@ import pytest
 import outbox
 from outbox import enqueue
 from outbox.config import Settings
-from outbox.db.store import suppressions
+from outbox.db.store import api_key_rows, connections, suppressions
 from outbox.errors import InvalidCursor
 from outbox.redact import recipient_tag
+from outbox.web import api_keys
 from tests.integration.helpers import LOGIN, query
+from tests.integration.test_http_api import running
 from tests.keys import SECRET
 
 
@@ -154,3 +156,53 @@ def test_held_is_uncertain(esettings: Settings) -> None:
     row = add(esettings, "k1")
     set_status(esettings, row, "held")
     assert [e["type"] for e in read(esettings)] == ["email.uncertain"]
+
+
+def test_the_http_feed_returns_what_read_events_does_per_owner(esettings: Settings) -> None:
+    running_api = running(esettings)
+    api = next(running_api)
+    try:
+        shop = _owner_key(esettings, "shop")
+        other = _owner_key(esettings, "billing")
+        answer = api.post("/v1/emails", shop, {**_LOGIN_EMAIL}, key="order-1")
+        assert answer.status_code == 202, answer.text
+        mine = answer.json()["id"]
+        theirs = api.post("/v1/emails", other, {**_LOGIN_EMAIL}, key="order-1").json()["id"]
+        for row in (mine, theirs):
+            set_status(esettings, row, "sent")
+        page = api.get("/v1/events", shop, limit="10").json()
+        assert [e["data"]["id"] for e in page["events"]] == [mine]
+        assert page["events"][0]["data"]["idempotency_key"] == "order-1"
+        assert page["next_cursor"] == page["events"][0]["cursor"]
+        assert api.get("/v1/events", shop, after=page["next_cursor"]).json() == {
+            "events": [],
+            "next_cursor": page["next_cursor"],
+        }
+        everything = read(esettings)
+        assert [e["data"]["id"] for e in everything] == [mine, theirs]
+        # The same event as read_events shows it, but for the key as its owner gave it.
+        shown = {**everything[0], "data": {**everything[0]["data"], "idempotency_key": "order-1"}}
+        assert page["events"][0] == shown
+        bad = api.get("/v1/events", shop, after="nonsense")
+        assert bad.status_code == 422
+        assert api.get("/v1/events", shop, limit="0").status_code == 422
+    finally:
+        running_api.close()
+
+
+_LOGIN_EMAIL = {"to": "alice@example.com", "template": "login_code", "params": LOGIN}
+
+
+def _owner_key(settings: Settings, owner: str) -> str:
+    token = api_keys.new_token()
+    with connections.connect(settings.database_url) as conn:
+        api_key_rows.create_api_key(
+            conn,
+            name=f"{owner}-key",
+            token_hash=api_keys.token_hash(token),
+            prefix=api_keys.shown_prefix(token),
+            scopes=["send", "read"],
+            owner=owner,
+        )
+        conn.commit()
+    return token
