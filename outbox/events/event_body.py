@@ -50,9 +50,9 @@ def parse_cursor(cursor: str | None) -> Position:
     if cursor is None or cursor == "":
         return Position(*START)
     match = _CURSOR.fullmatch(cursor)
-    if not match:
+    if not match or int(match.group(1)) >= 2**64 or int(match.group(2)) >= 2**63:
         raise InvalidCursor(f"cursor {cursor[:40]!r} is not one the feed gave (XID.ID)")
-    return Position(match.group(1), int(match.group(2)))
+    return Position(str(int(match.group(1))), int(match.group(2)))
 
 
 def event_id(number: int) -> str:
