@@ -317,7 +317,7 @@ class EmailsApi:
         self, key: Key, path: str, query: str, headers: Mapping[str, str], body: bytes
     ) -> ApiResponse:
         params = parse_qs(query)
-        after = (params.get("after") or [None])[0]
+        after: str | None = (params.get("after") or [""])[0] or None
         limit_text = (params.get("limit") or ["100"])[0]
         if not limit_text.isdigit() or not 1 <= int(limit_text) <= feed.MAX_LIMIT:
             error = f"a whole number from 1 to {feed.MAX_LIMIT}"
