@@ -4,6 +4,7 @@ event of a run once per id, after an outage too; failing endpoints pause."""
 from __future__ import annotations
 
 import dataclasses
+import datetime as dt
 import os
 import smtplib
 import subprocess
@@ -21,7 +22,7 @@ import outbox
 from outbox import enqueue
 from outbox.bounce_receiving.smtp_server import BounceServer
 from outbox.config import Settings
-from outbox.db.store import webhook_rows
+from outbox.db.store import data_retention, webhook_rows
 from outbox.events.hook_delivery import Deliverer
 from outbox.message.return_path import return_path
 from outbox.testing.sink import ACCEPT, Behaviour, SmtpSink
@@ -308,3 +309,29 @@ def _state(settings: Settings, endpoint: int) -> tuple[str, str | None]:
     with psycopg.connect(settings.database_url) as conn:
         found = {e.id: e for e in webhook_rows.list_endpoints(conn)}
     return found[endpoint].state, found[endpoint].state_reason
+
+
+def test_retention_keeps_an_email_until_its_events_are_delivered(wsettings: Settings) -> None:
+    settings = wsettings
+    with WebhookReceiver() as receiver:
+        endpoint = create_endpoint(settings, receiver)
+        delivered, waiting = (add(settings, f"k{i}", f"r{i}@example.net") for i in range(2))
+        execute(settings, "UPDATE email_outbox SET status = 'sent' WHERE id = %s", delivered)
+        with delivering(settings):
+            wait_until(lambda: len(receiver.delivered) == 1, timeout=20)
+        receiver.status = 503
+        execute(settings, "UPDATE email_outbox SET status = 'sent' WHERE id = %s", waiting)
+        with delivering(settings):
+            wait_until(lambda: _attempts(settings) == [1], timeout=20)
+    old = "now() - interval '40 days'"
+    execute(settings, f"UPDATE email_outbox SET created_at = {old}, sent_at = {old}")
+    with psycopg.connect(settings.database_url) as conn:
+        purged = data_retention.purge(conn, before=dt.datetime.now(dt.UTC) - dt.timedelta(days=30))
+    assert purged.emails == 1
+    assert query(settings, "SELECT id FROM email_outbox") == [(waiting,)]
+    assert query(settings, "SELECT outbox_id FROM outbox_event") == [(waiting,)]
+    assert cli(settings, "disable", str(endpoint)).stdout.strip() == "disabled"
+    with psycopg.connect(settings.database_url) as conn:
+        purged = data_retention.purge(conn, before=dt.datetime.now(dt.UTC) - dt.timedelta(days=30))
+    assert purged.emails == 1
+    assert query(settings, "SELECT count(*) FROM outbox_event") == [(0,)]
