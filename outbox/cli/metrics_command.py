@@ -8,6 +8,7 @@ import os
 from outbox.cli.output import Done, Printer, Result
 from outbox.cli.stop_signals import stop_on_signals
 from outbox.config import Settings
+from outbox.events.hook_metrics import WebhookCollector
 from outbox.pacing.gauges import PaceCollector
 from outbox.pacing.pacer import pacer_for
 from outbox.telemetry.metrics_server import serve
@@ -22,6 +23,9 @@ def metrics(settings: Settings, args: argparse.Namespace, out: Printer) -> Resul
         host=settings.metrics_host,
         port=port,
         stop=stop_on_signals(),
-        extra=[PaceCollector(pacer)] if pacer else [],
+        extra=[
+            *([PaceCollector(pacer)] if pacer else []),
+            WebhookCollector(settings.database_url),
+        ],
     )
     return Done()

@@ -24,6 +24,7 @@ from outbox.bounce_receiving.smtp_server import BounceServer
 from outbox.config import Settings
 from outbox.db.store import data_retention, webhook_rows
 from outbox.events.hook_delivery import Deliverer
+from outbox.events.hook_metrics import WebhookCollector
 from outbox.message.return_path import return_path
 from outbox.testing.sink import ACCEPT, Behaviour, SmtpSink
 from outbox.testing.webhook_receiver import WebhookReceiver
@@ -238,10 +239,32 @@ def test_past_the_schedule_the_endpoint_pauses_and_says_why(wsettings: Settings)
             listed = cli(settings, "list").stdout
             assert "paused (evt_1 failed 8 times, last: HTTP 500)" in listed
             assert _attempts(settings) == [8]  # paused: no more tries
+            figures = _metrics(settings)
+            assert figures[("outbox_webhook_paused", str(endpoint))] == 1
+            assert figures[("outbox_webhook_failed_total", str(endpoint))] == 8
+            assert figures[("outbox_webhook_waiting", str(endpoint))] == 1
+            assert figures[("outbox_webhook_lag_seconds", str(endpoint))] > 0
             receiver.status = 200
             assert cli(settings, "enable", str(endpoint)).returncode == 0
             wait_until(lambda: len(receiver.delivered) == 1, timeout=20)
     assert Counter(receiver.attempts) == {"evt_1": 9}
+    figures = _metrics(settings)
+    assert figures[("outbox_webhook_paused", str(endpoint))] == 0
+    assert figures[("outbox_webhook_delivered_total", str(endpoint))] == 1
+    assert figures[("outbox_webhook_lag_seconds", str(endpoint))] == 0
+
+
+def _metrics(settings: Settings) -> dict[tuple[str, str], float]:
+    collector = WebhookCollector(settings.database_url)
+    try:
+        return {
+            (sample.name, sample.labels["endpoint"]): sample.value
+            for family in collector.collect()
+            for sample in family.samples
+            if not sample.name.endswith("_created")
+        }
+    finally:
+        collector.close()
 
 
 def test_a_410_disables_the_endpoint_and_drops_what_waited(wsettings: Settings) -> None:
