@@ -29,7 +29,7 @@ import orjson
 from outbox.config import Settings
 from outbox.db.store import connections, webhook_rows
 from outbox.db.store.webhook_rows import Due, LiveEndpoint
-from outbox.errors import StoreError
+from outbox.errors import ConfigError, StoreError
 from outbox.events import hook_signing
 from outbox.events.event_body import event_id, feed_event
 from outbox.events.hook_sender import Sender
@@ -39,7 +39,7 @@ from outbox.events.retry_schedule import DELAYS, Answer, next_delay, verdict
 log = logging.getLogger(__name__)
 
 FAN_OUT_BATCH = 2000  # events handed to each endpoint per round
-IDLE_SECONDS = 0.2  # the wait for new events when nothing is in flight
+IDLE_SECONDS = 0.5  # the wait for new events when nothing is in flight
 RESOLVE_SECONDS = 60.0  # an endpoint's host is resolved again this often
 STANDBY_SECONDS = 5.0
 
@@ -144,7 +144,12 @@ class Deliverer:
         if not due:
             return 0
         target = self._target(endpoint)
-        secrets_ = self._signing_secrets(endpoint)
+        try:
+            secrets_ = self._signing_secrets(endpoint)
+        except ConfigError as exc:  # OUTBOX_SECRET changed without OUTBOX_PREVIOUS_SECRETS
+            webhook_rows.set_state(conn, endpoint.id, "paused", str(exc))
+            log.error("webhook endpoint %d paused: %s", endpoint.id, exc)
+            return 0
         for delivery in due:
             future = self.threads.submit(self._post, endpoint, delivery, target, secrets_)
             self.in_flight[delivery.id] = Flight(endpoint, delivery, future)
