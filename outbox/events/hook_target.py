@@ -23,9 +23,18 @@ class Target:
     """A URL with the address its host was found at."""
 
     url: str  # as given
-    request_url: str  # with the address in place of the host
+    scheme: str  # http | https
+    address: str  # the checked address the request goes to
+    port: int
+    path: str  # with its query
     host_header: str  # the host (and port) as given
     sni_hostname: str | None  # https: the name its certificate must carry
+
+    @property
+    def request_url(self) -> str:
+        """The URL with the address in place of the host."""
+        literal = f"[{self.address}]" if ":" in self.address else self.address
+        return f"{self.scheme}://{literal}:{self.port}{self.path}"
 
 
 def check_url(url: str) -> str:
@@ -77,13 +86,10 @@ def resolve(url: str, *, allow_private: bool) -> Target:
                     f"the endpoint's host resolves to {why}"
                     " (OUTBOX_WEBHOOK_ALLOW_PRIVATE=1 allows it)"
                 )
-    chosen = addresses[0]
-    literal = f"[{chosen}]" if ":" in chosen else chosen
-    netloc = f"{literal}:{parts.port}" if parts.port else literal
-    request_url = parts._replace(netloc=netloc).geturl()
+    path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
     host_header = parts.netloc.rpartition("@")[2]
     sni = host if parts.scheme == "https" and not _is_address(host) else None
-    return Target(url, request_url, host_header, sni)
+    return Target(url, parts.scheme, addresses[0], port, path, host_header, sni)
 
 
 def _is_address(host: str) -> bool:
