@@ -40,6 +40,9 @@ log = logging.getLogger(__name__)
 
 FAN_OUT_BATCH = 2000  # events handed to each endpoint per round
 IDLE_SECONDS = 0.5  # the wait for new events when nothing is in flight
+FAN_OUT_SECONDS = 0.05  # new events are looked for this often while deliveries run
+ENDPOINT_SECONDS = 1.0  # a change of endpoints (created, disabled) is seen this soon
+GATHER_SECONDS = 0.002  # after an answer, the wait for others to record with it
 RESOLVE_SECONDS = 60.0  # an endpoint's host is resolved again this often
 STANDBY_SECONDS = 5.0
 
@@ -77,6 +80,10 @@ class Deliverer:
         self.sender = Sender(timeout=settings.webhook_timeout, connections=self.concurrency)
         self.threads = ThreadPoolExecutor(self.concurrency, thread_name_prefix="webhook")
         self.in_flight: dict[int, Flight] = {}  # by delivery id
+        self.refill = max(1, self.concurrency // 4)  # free slots worth a query for more
+        self._next_fan_out = 0.0
+        self._endpoints: list[LiveEndpoint] = []
+        self._endpoints_read = -ENDPOINT_SECONDS
         self._targets: dict[int, tuple[float, str, Target | str]] = {}
         self._secrets: dict[str, str] = {}  # sealed: opened
 
@@ -120,10 +127,17 @@ class Deliverer:
 
     def round(self, conn: connections.Conn) -> bool:
         """One pass; whether anything was started or finished."""
-        webhook_rows.fan_out(conn, FAN_OUT_BATCH)
-        connections.commit(conn)
+        now = self.clock()
+        if now >= self._next_fan_out:
+            moved = webhook_rows.fan_out(conn, FAN_OUT_BATCH)
+            connections.commit(conn)
+            # More may wait behind a full batch; else new events are looked for soon.
+            self._next_fan_out = now if moved else now + FAN_OUT_SECONDS
+        if now >= self._endpoints_read + ENDPOINT_SECONDS:
+            self._endpoints = webhook_rows.live_endpoints(conn)
+            self._endpoints_read = now
         started = 0
-        for endpoint in webhook_rows.live_endpoints(conn):
+        for endpoint in self._endpoints:
             started += self._start(conn, endpoint)
         connections.commit(conn)
         finished = self._finished(timeout=IDLE_SECONDS if self.in_flight else 0.0)
@@ -138,8 +152,8 @@ class Deliverer:
     def _start(self, conn: connections.Conn, endpoint: LiveEndpoint) -> int:
         busy = [i for i, f in self.in_flight.items() if f.endpoint.id == endpoint.id]
         free = self.concurrency - len(busy)
-        if free <= 0:
-            return 0
+        if free <= 0 or (busy and free < self.refill):
+            return 0  # a query for a few slots costs more than it gains
         due = webhook_rows.due_deliveries(conn, endpoint.id, busy=busy, limit=free)
         if not due:
             return 0
@@ -149,6 +163,7 @@ class Deliverer:
         except ConfigError as exc:  # OUTBOX_SECRET changed without OUTBOX_PREVIOUS_SECRETS
             webhook_rows.set_state(conn, endpoint.id, "paused", str(exc))
             log.error("webhook endpoint %d paused: %s", endpoint.id, exc)
+            self._endpoints_read = -ENDPOINT_SECONDS
             return 0
         for delivery in due:
             future = self.threads.submit(self._post, endpoint, delivery, target, secrets_)
@@ -193,7 +208,9 @@ class Deliverer:
         if not self.in_flight:
             return []
         futures = [f.future for f in self.in_flight.values()]
-        wait(futures, timeout=timeout, return_when=FIRST_COMPLETED)
+        first, _ = wait(futures, timeout=timeout, return_when=FIRST_COMPLETED)
+        if first and len(first) < self.refill:
+            time.sleep(GATHER_SECONDS)  # the answers close behind it share its commit
         done = [f for f in self.in_flight.values() if f.future.done()]
         for flight in done:
             del self.in_flight[flight.due.id]
@@ -209,6 +226,7 @@ class Deliverer:
         for endpoint_id, (state, why) in outcomes.states.items():
             webhook_rows.set_state(conn, endpoint_id, state, why)
             log.warning("webhook endpoint %d %s: %s", endpoint_id, state, why)
+            self._endpoints_read = -ENDPOINT_SECONDS  # read them again next round
         connections.commit(conn)
 
     def close(self) -> None:

@@ -81,7 +81,9 @@ CREATE TABLE IF NOT EXISTS webhook_delivery (
     last_error      text,
     UNIQUE (endpoint_id, event_id)
 );
-CREATE INDEX IF NOT EXISTS webhook_delivery_due ON webhook_delivery (endpoint_id, next_attempt_at);
+-- An endpoint's deliveries in order, the due ones among them read by a filter:
+-- nearly every open delivery is due (a retry waits only while its endpoint fails).
+CREATE INDEX IF NOT EXISTS webhook_delivery_endpoint ON webhook_delivery (endpoint_id, id);
 -- Order per email: a delivery waits while an earlier one of its email is open.
 CREATE INDEX IF NOT EXISTS webhook_delivery_email ON webhook_delivery (endpoint_id, outbox_id, id);
 -- Retention keeps an email while one of its events is on its way.
