@@ -6,7 +6,6 @@ import argparse
 import datetime as dt
 from dataclasses import asdict, dataclass
 from typing import Any
-from urllib.parse import urlsplit
 
 from outbox.cli.database import connect
 from outbox.cli.input import parse_since
@@ -17,7 +16,7 @@ from outbox.db.store import connections, webhook_rows
 from outbox.events import hook_signing
 from outbox.events.event_body import checked_types
 from outbox.events.hook_delivery import Deliverer
-from outbox.events.hook_target import check_url
+from outbox.events.hook_target import check_url, shown_url
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,12 +44,6 @@ def _line(e: webhook_rows.Endpoint) -> str:
         f"{e.id}  {shown_url(e.url)}  {state}  {types}{extras}  delivered {e.delivered},"
         f" failed attempts {e.failed}, waiting {e.waiting}{lag}"
     )
-
-
-def shown_url(url: str) -> str:
-    """An endpoint's URL without its query (which may carry a token of the receiver's)."""
-    parts = urlsplit(url)
-    return parts._replace(query="…" if parts.query else "", fragment="").geturl()
 
 
 def webhooks(settings: Settings, args: argparse.Namespace, out: Printer) -> Result:

@@ -52,6 +52,12 @@ def check_url(url: str) -> str:
     return url
 
 
+def shown_url(url: str) -> str:
+    """An endpoint's URL without its query (which may carry a token of the receiver's)."""
+    parts = urlsplit(url)
+    return parts._replace(query="…" if parts.query else "", fragment="").geturl()
+
+
 def refused_address(address: str) -> str | None:
     """Why a request may not go to ``address``; None when it may."""
     ip = ipaddress.ip_address(address)

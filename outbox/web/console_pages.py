@@ -20,8 +20,10 @@ from outbox.db.store import (
     lookups,
     sending,
     suppressions,
+    webhook_rows,
 )
 from outbox.errors import InvalidRequest, OutboxError
+from outbox.events.hook_target import shown_url
 from outbox.message.compose import composer
 from outbox.message.preview import PREVIEW_ID
 from outbox.telemetry.tracing import trace_id_of
@@ -45,6 +47,7 @@ class Pages:
     def overview(self, who: Who, asked: Asked) -> Answer:
         with self.console.pool.connection() as conn:
             overview = console_reads.console_overview(conn)
+            endpoints = webhook_rows.list_endpoints(conn)
         counts: dict[str, dict[str, int]] = {}
         for status, priority, n in overview["counts"]:
             counts.setdefault(status, {})[priority] = n
@@ -60,6 +63,11 @@ class Pages:
             chart=chart,
             sent_last_hour=sum(overview["sent_per_minute"].values()),
             bounces=overview["bounces_24h"],
+            webhooks=[
+                {**dataclasses.asdict(e), "url": shown_url(e.url)}
+                for e in endpoints
+                if e.state != "disabled"
+            ],
         )
 
     def emails(self, who: Who, asked: Asked) -> Answer:

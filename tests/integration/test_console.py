@@ -13,7 +13,7 @@ import pytest
 
 from outbox import enqueue
 from outbox.config import Settings
-from outbox.db.store import suppressions
+from outbox.db.store import suppressions, webhook_rows
 from outbox.errors import ConfigError
 from outbox.redact import recipient_tag
 from outbox.testing.sink import ACCEPT, Behaviour
@@ -550,3 +550,22 @@ def test_after_ten_failed_sign_ins_even_the_right_password_waits(running: Runnin
     assert right.status_code == 429
     assert "Too many failed sign-ins" in right.text
     assert client.get("/console/").status_code == 303
+
+
+def test_the_overview_shows_a_paused_webhook_endpoint_and_why(
+    console: Settings, running: Running
+) -> None:
+    with pool(console) as p, p.connection() as conn:
+        endpoint = webhook_rows.create_endpoint(
+            conn,
+            url="https://hooks.example.com/outbox?token=s3cr3t",
+            types=None,
+            addresses=False,
+            sealed="sealed",
+        )
+        webhook_rows.set_state(conn, endpoint, "paused", "evt_7 failed 8 times, last: HTTP 503")
+    page = signed_in(running, VIEWER).get("/console/").text
+    assert "Webhook endpoints" in page
+    assert "https://hooks.example.com/outbox?…" in page
+    assert "s3cr3t" not in page
+    assert "paused: evt_7 failed 8 times, last: HTTP 503" in page
