@@ -9,7 +9,12 @@
    round's Postgres backends, the SMTP relay, Redis) with events over without,
    pair by pair.
 
-2. Delivery. ``outbox webhooks deliver`` (a process of its own) posts E
+2. The statement. Postgres's CPU for recording workers' results
+   (``record_results``, 25 a statement, each committed) with the event trigger
+   on and off, alternating in one database: the trigger's own cost per email,
+   which the pipeline's noise can hide.
+
+3. Delivery. ``outbox webhooks deliver`` (a process of its own) posts E
    events (two per email: sent, then bounced) to one endpoint, a receiver
    answering every request after 20 ms (bench/webhook_sink.py, uvicorn), with
    OUTBOX_WEBHOOK_CONCURRENCY requests at once. The figures: events delivered
@@ -50,6 +55,7 @@ from bench.bench_delivery import (
     url_of,
 )
 from bench.run import machine
+from outbox.db.store import results
 
 TRIGGERS = ("outbox_event_on_update", "outbox_event_on_insert")
 
@@ -110,6 +116,55 @@ def _median(values: list[float]) -> float:
     values = sorted(values)
     middle = len(values) // 2
     return values[middle] if len(values) % 2 else (values[middle - 1] + values[middle]) / 2
+
+
+def statement(args: argparse.Namespace) -> None:
+    """Postgres CPU of recording results (record_results, 25 a statement, each
+    its own commit as a worker's writer commits them) with the event trigger on
+    and off, alternating, in one database: what the trigger adds per email."""
+    per_round = 2000
+    rounds = 2 * args.pairs
+    with database(f"outbox_bench_events_{uuid.uuid4().hex[:6]}") as name:
+        env = {**os.environ, **checkout_tree().env(), "DATABASE_URL": url_of(name)}
+        subprocess.run(
+            [sys.executable, "-m", "outbox.cli", "migrate"],
+            env=env,
+            check=True,
+            capture_output=True,
+        )
+        with psycopg.connect(url_of(name), autocommit=True) as conn:
+            conn.execute(FILL, {"emails": per_round * rounds})  # type: ignore[arg-type]
+            conn.execute("UPDATE email_outbox SET status = 'sending', locked_by = 'w'")
+            conn.execute("VACUUM (FREEZE, ANALYZE)")
+            backend = psutil.Process(int(conn.execute("SELECT pg_backend_pid()").fetchone()[0]))  # type: ignore[index]
+            used: dict[bool, list[float]] = {True: [], False: []}
+            for index in range(rounds):
+                on = index % 4 in (0, 3)  # on, off, off, on, ...: drift weighs on both
+                action = "ENABLE" if on else "DISABLE"
+                conn.execute(f"ALTER TABLE email_outbox {action} TRIGGER outbox_event_on_update")  # type: ignore[arg-type]
+                ids = range(index * per_round + 1, (index + 1) * per_round + 1)
+                before = backend.cpu_times()
+                for start in range(0, per_round, 25):
+                    results.record_results(conn, [("w", _sent(i)) for i in ids[start : start + 25]])
+                after = backend.cpu_times()
+                cpu = (after.user + after.system) - (before.user + before.system)
+                used[on].append(cpu / per_round * 1e6)
+            events = conn.execute("SELECT count(*) FROM outbox_event").fetchone()[0]  # type: ignore[index]
+    on, off = _median(used[True]), _median(used[False])
+    print(
+        f"statement: Postgres CPU per email recording results, 25 a statement: with the event"
+        f" trigger {on:,.1f} µs, without {off:,.1f} µs: {on - off:+,.1f} µs per email"
+        f" ({rounds // 2} rounds of {per_round} each; {events:,} events written)",
+        flush=True,
+    )
+
+
+def _sent(outbox_id: int) -> results.AttemptRecord:
+    return results.AttemptRecord(
+        id=outbox_id, attempt=1, status="sent", reason="250 2.0.0 ok", delay_seconds=0.0,
+        provider_message_id=f"Q{outbox_id}", verdict="sent", stage="final_reply",
+        reply_code=250, enhanced_status="2.0.0", reply_text="2.0.0 Ok: queued", duration_ms=3.0,
+    )  # fmt: skip
 
 
 @contextlib.contextmanager
@@ -235,12 +290,14 @@ def main() -> int:
     relay.add_argument("--smtp-sink", action="store_true", help="Postfix's smtp-sink instead")
     parser.add_argument("--events", type=int, default=20000, help="events delivered")
     parser.add_argument("--concurrency", type=int, default=32)
-    parser.add_argument("--only", choices=["recording", "delivery"])
+    parser.add_argument("--only", choices=["recording", "statement", "delivery"])
     args = parser.parse_args()
     print(machine(), f"load average {os.getloadavg()[0]:.1f}", flush=True)
-    if args.only != "delivery":
+    if args.only in (None, "recording"):
         recording(args)
-    if args.only != "recording":
+    if args.only in (None, "statement"):
+        statement(args)
+    if args.only in (None, "delivery"):
         delivery(args)
     return 0
 

@@ -16,6 +16,7 @@ from outbox.db.store import api_key_rows, connections, suppressions
 from outbox.errors import InvalidCursor
 from outbox.redact import recipient_tag
 from outbox.web import api_keys
+from tests.integration.drivers import ASYNC, SYNC
 from tests.integration.helpers import LOGIN, query
 from tests.integration.test_http_api import running
 from tests.keys import SECRET
@@ -206,3 +207,32 @@ def _owner_key(settings: Settings, owner: str) -> str:
         )
         conn.commit()
     return token
+
+
+@pytest.mark.parametrize("driver", sorted(SYNC))
+def test_every_sync_driver_reads_the_same_events(esettings: Settings, driver: str) -> None:
+    rows = [add(esettings, f"k{i}") for i in range(3)]
+    for row in rows:
+        set_status(esettings, row, "sent")
+    expected = read(esettings)
+    with SYNC[driver](esettings.database_url) as handle:
+        first = outbox.read_events(handle.conn, None, 2, settings=esettings)
+        rest = outbox.read_events(handle.conn, first[-1]["cursor"], settings=esettings)
+        handle.commit()
+    assert first + rest == expected
+
+
+@pytest.mark.parametrize("driver", sorted(ASYNC))
+def test_every_async_driver_reads_the_same_events(esettings: Settings, driver: str) -> None:
+    rows = [add(esettings, f"k{i}") for i in range(3)]
+    for row in rows:
+        set_status(esettings, row, "sent")
+    expected = read(esettings)
+
+    async def run() -> list[dict]:
+        async with ASYNC[driver](esettings.database_url) as handle:
+            found = await outbox.read_events_async(handle.conn, settings=esettings)
+            await handle.commit()
+            return found
+
+    assert asyncio.run(run()) == expected
