@@ -358,3 +358,37 @@ def test_retention_keeps_an_email_until_its_events_are_delivered(wsettings: Sett
         purged = data_retention.purge(conn, before=dt.datetime.now(dt.UTC) - dt.timedelta(days=30))
     assert purged.emails == 1
     assert query(settings, "SELECT count(*) FROM outbox_event") == [(0,)]
+
+
+def _last_error(settings: Settings) -> str | None:
+    found = query(settings, "SELECT last_error FROM webhook_delivery")
+    return found[0][0] if found else None
+
+
+def test_a_loopback_endpoint_is_not_called_unless_allowed(wsettings: Settings) -> None:
+    settings = dataclasses.replace(wsettings, webhook_allow_private="0")
+    with WebhookReceiver() as receiver:
+        create_endpoint(settings, receiver)
+        row = add(settings, "k", "r@example.net")
+        execute(settings, "UPDATE email_outbox SET status = 'sent' WHERE id = %s", row)
+        with delivering(settings):
+            wait_until(lambda: _attempts(settings) == [1], timeout=20)
+    assert receiver.attempts == []
+    assert "loopback" in (_last_error(settings) or "")
+
+
+def test_a_redirect_is_not_followed_and_a_slow_answer_times_out(wsettings: Settings) -> None:
+    settings = dataclasses.replace(wsettings, webhook_timeout=0.5)
+    with WebhookReceiver(status=302) as receiver:
+        endpoint = create_endpoint(settings, receiver)
+        row = add(settings, "k", "r@example.net")
+        execute(settings, "UPDATE email_outbox SET status = 'sent' WHERE id = %s", row)
+        with delivering(settings):
+            wait_until(lambda: receiver.attempts == ["evt_1"], timeout=20)
+            wait_until(lambda: _waiting(settings) == 0, timeout=20)  # refused for good
+            assert _state(settings, endpoint) == ("enabled", None)
+            receiver.status, receiver.delay = 200, 2.0
+            execute(settings, "UPDATE email_outbox SET status = 'cancelled'")
+            wait_until(lambda: _attempts(settings) == [1], timeout=20)
+    assert _last_error(settings) == "timed out"
+    assert receiver.attempts[0] == "evt_1"  # the redirect, tried once
