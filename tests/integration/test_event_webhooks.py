@@ -392,3 +392,25 @@ def test_a_redirect_is_not_followed_and_a_slow_answer_times_out(wsettings: Setti
             wait_until(lambda: _attempts(settings) == [1], timeout=20)
     assert _last_error(settings) == "timed out"
     assert receiver.attempts[0] == "evt_1"  # the redirect, tried once
+
+
+def test_create_refuses_what_cannot_be_an_endpoint_and_writes_nothing(
+    wsettings: Settings,
+) -> None:
+    for url, said in (
+        ("ftp://hooks.example.com/x", "http:// or https://"),
+        ("https://user:pw@hooks.example.com/x", "credentials"),
+    ):
+        done = cli(wsettings, "create", url)
+        assert done.returncode == 2
+        assert said in done.stderr
+        assert "pw" not in done.stderr
+    unknown = cli(wsettings, "create", "https://hooks.example.com/x", "--events", "email.opened")
+    assert unknown.returncode == 2
+    assert "unknown event type 'email.opened'" in unknown.stderr
+    plain = dataclasses.replace(wsettings, secret="", bounce_domain="")
+    no_secret = cli(plain, "create", "https://h.example.com/")
+    assert no_secret.returncode == 2
+    assert "need OUTBOX_SECRET" in no_secret.stderr
+    assert query(wsettings, "SELECT count(*) FROM webhook_endpoint") == [(0,)]
+    assert cli(wsettings, "disable", "99").stdout.strip() == "no webhook endpoint 99"
