@@ -26,7 +26,7 @@ from outbox import url_credentials
 from outbox.config import ENV_NAMES, Settings
 from outbox.errors import ConfigError
 
-PROCESSES = ("app", "relay", "worker", "web", "bounces", "metrics")
+PROCESSES = ("app", "relay", "worker", "web", "bounces", "metrics", "webhooks")
 _ALL = frozenset(PROCESSES)
 _SENDERS = frozenset({"worker"})
 
@@ -49,8 +49,8 @@ READERS: dict[str, frozenset[str]] = {
     "max_params_bytes": frozenset({"app", "web"}),
     "max_content_bytes": frozenset({"app", "web"}),
     "bounce_domain": frozenset({"worker", "bounces"}),
-    "secret": frozenset({"app", "worker", "web", "bounces"}),  # app: keyed Message-IDs
-    "previous_secrets": frozenset({"worker", "web", "bounces"}),
+    "secret": frozenset({"app", "worker", "web", "bounces", "webhooks"}),  # app: Message-IDs
+    "previous_secrets": frozenset({"worker", "web", "bounces", "webhooks"}),
     "smtp_plaintext_auth": frozenset({"worker"}),
     "bounce_max_recipients": frozenset({"bounces"}),
     "bounce_max_messages": frozenset({"bounces"}),
@@ -94,6 +94,9 @@ READERS: dict[str, frozenset[str]] = {
     "rate_limits": frozenset({"worker", "metrics"}),
     "send_rate": frozenset({"worker", "metrics"}),
     "domain_groups": frozenset({"worker", "metrics"}),
+    "webhook_allow_private": frozenset({"webhooks"}),
+    "webhook_concurrency": frozenset({"webhooks"}),
+    "webhook_timeout": frozenset({"webhooks"}),
 }
 _WORKER_PREFIXES = (
     "smtp_", "transport", "send_", "failover_", "provider_", "http_", "postmark_", "resend_",
@@ -371,6 +374,7 @@ _CHECKS: dict[str, tuple[Callable[[Settings], None], ...]] = {
     "web": (*COMMON, _database_url, _webhooks, _console),
     "bounces": (*COMMON, _database_url, _bounce_server),
     "metrics": (*COMMON, _database_url, _redis_url),
+    "webhooks": (*COMMON, _database_url),
 }
 
 

@@ -36,6 +36,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     process = getattr(args, "process", None)
     if args.command == "bounces" and args.action == "serve":
         process = "bounces"
+    if args.command == "webhooks" and args.action == "deliver":
+        process = "webhooks"
     if process:
         settings_or_exit(process)  # a long-running process checks everything it needs first
     try:
@@ -123,7 +125,7 @@ def parser() -> argparse.ArgumentParser:  # noqa: PLR0915 (one statement per com
         "--process",
         dest="only",
         action="append",
-        choices=["app", "relay", "worker", "web", "bounces", "metrics"],
+        choices=["app", "relay", "worker", "web", "bounces", "metrics", "webhooks"],
         help="check: only these processes (default: all)",
     )
     config.add_argument("--json", action="store_true", help="show: machine-readable output")
