@@ -3,12 +3,13 @@
 Each round hands the feed's new events to the endpoints (deliveries, in feed
 order), starts the deliveries due (up to OUTBOX_WEBHOOK_CONCURRENCY at once
 per endpoint, never two of one email at once nor one before an earlier one
-of its email is delivered), and records what the finished ones got, in one
-transaction: delivered deliveries go, failed ones wait for their next try
-(:mod:`outbox.events.retry_schedule`), an endpoint past the schedule is
-paused, one answering 410 is disabled. Every try of an event carries the same
-``webhook-id``; a crash between a receiver's answer and its record sends it
-again (at least once), which the receiver de-duplicates by that id.
+of its email is delivered; as many again are read ahead), and records what
+the finished ones got, in one transaction: delivered deliveries go, failed
+ones wait for their next try (:mod:`outbox.events.retry_schedule`), an
+endpoint past the schedule is paused, one answering 410 is disabled. Every
+try of an event carries the same ``webhook-id``; a crash between a receiver's
+answer and its record sends it again (at least once), which the receiver
+de-duplicates by that id.
 
 One deliverer runs at a time (a Postgres session lock); another started
 beside it waits as a standby and takes over when the first one's session ends.
@@ -20,6 +21,7 @@ import datetime as dt
 import logging
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
@@ -84,6 +86,8 @@ class Deliverer:
         self._next_fan_out = 0.0
         self._endpoints: list[LiveEndpoint] = []
         self._endpoints_read = -ENDPOINT_SECONDS
+        self._ready: dict[int, deque[Due]] = {}  # read ahead, by endpoint
+        self._dry: dict[int, float] = {}  # endpoint: when to look for due deliveries again
         self._targets: dict[int, tuple[float, str, Target | str]] = {}
         self._secrets: dict[str, str] = {}  # sealed: opened
 
@@ -136,6 +140,8 @@ class Deliverer:
         if now >= self._endpoints_read + ENDPOINT_SECONDS:
             self._endpoints = webhook_rows.live_endpoints(conn)
             self._endpoints_read = now
+            for gone in set(self._ready) - {e.id for e in self._endpoints}:
+                self._forget(gone)  # paused or disabled meanwhile
         started = 0
         for endpoint in self._endpoints:
             started += self._start(conn, endpoint)
@@ -150,12 +156,19 @@ class Deliverer:
             stop.wait(IDLE_SECONDS)
 
     def _start(self, conn: connections.Conn, endpoint: LiveEndpoint) -> int:
-        busy = [i for i, f in self.in_flight.items() if f.endpoint.id == endpoint.id]
-        free = self.concurrency - len(busy)
-        if free <= 0 or (busy and free < self.refill):
-            return 0  # a query for a few slots costs more than it gains
-        due = webhook_rows.due_deliveries(conn, endpoint.id, busy=busy, limit=free)
-        if not due:
+        """Start what fits of the endpoint's ready deliveries, read ahead: a slot
+        freed by an answer is filled without waiting for a query."""
+        flying = [i for i, f in self.in_flight.items() if f.endpoint.id == endpoint.id]
+        ready = self._ready.setdefault(endpoint.id, deque())
+        if len(ready) < self.concurrency and self.clock() >= self._dry.get(endpoint.id, 0.0):
+            want = 2 * self.concurrency - len(flying) - len(ready)
+            busy = [*flying, *(d.id for d in ready)]
+            found = webhook_rows.due_deliveries(conn, endpoint.id, busy=busy, limit=want)
+            ready.extend(found)
+            if len(found) < want:  # none left due: look again once new events may be in
+                self._dry[endpoint.id] = self._next_fan_out
+        count = min(self.concurrency - len(flying), len(ready))
+        if count <= 0:
             return 0
         target = self._target(endpoint)
         try:
@@ -163,12 +176,19 @@ class Deliverer:
         except ConfigError as exc:  # OUTBOX_SECRET changed without OUTBOX_PREVIOUS_SECRETS
             webhook_rows.set_state(conn, endpoint.id, "paused", str(exc))
             log.error("webhook endpoint %d paused: %s", endpoint.id, exc)
-            self._endpoints_read = -ENDPOINT_SECONDS
+            self._forget(endpoint.id)
             return 0
-        for delivery in due:
+        for _ in range(count):
+            delivery = ready.popleft()
             future = self.threads.submit(self._post, endpoint, delivery, target, secrets_)
             self.in_flight[delivery.id] = Flight(endpoint, delivery, future)
-        return len(due)
+        return count
+
+    def _forget(self, endpoint_id: int) -> None:
+        """After a change of an endpoint's state: nothing read ahead for it is started."""
+        self._ready.pop(endpoint_id, None)
+        self._dry.pop(endpoint_id, None)
+        self._endpoints_read = -ENDPOINT_SECONDS  # the endpoints are read again next round
 
     def _post(
         self, endpoint: LiveEndpoint, delivery: Due, target: Target | str, secrets_: tuple[str, ...]
@@ -226,7 +246,7 @@ class Deliverer:
         for endpoint_id, (state, why) in outcomes.states.items():
             webhook_rows.set_state(conn, endpoint_id, state, why)
             log.warning("webhook endpoint %d %s: %s", endpoint_id, state, why)
-            self._endpoints_read = -ENDPOINT_SECONDS  # read them again next round
+            self._forget(endpoint_id)
         connections.commit(conn)
 
     def close(self) -> None:
