@@ -33,6 +33,7 @@ def main() -> None:
     args = parser.parse_args()
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
+    sock.listen(2048)  # connections wait in the backlog until uvicorn takes them
     print(f"listening {sock.getsockname()[1]}", flush=True)
     config = uvicorn.Config(app(args.reply_ms), log_level="warning", access_log=False, backlog=2048)
     uvicorn.Server(config).run(sockets=[sock])

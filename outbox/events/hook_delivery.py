@@ -17,13 +17,16 @@ beside it waits as a standby and takes over when the first one's session ends.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
+import functools
 import logging
+import queue
 import threading
 import time
 from collections import deque
 from collections.abc import Callable
-from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import orjson
@@ -44,7 +47,6 @@ FAN_OUT_BATCH = 2000  # events handed to each endpoint per round
 IDLE_SECONDS = 0.5  # the wait for new events when nothing is in flight
 FAN_OUT_SECONDS = 0.05  # new events are looked for this often while deliveries run
 ENDPOINT_SECONDS = 1.0  # a change of endpoints (created, disabled) is seen this soon
-GATHER_SECONDS = 0.002  # after an answer, the wait for others to record with it
 RESOLVE_SECONDS = 60.0  # an endpoint's host is resolved again this often
 STANDBY_SECONDS = 5.0
 
@@ -82,11 +84,11 @@ class Deliverer:
         self.sender = Sender(timeout=settings.webhook_timeout, connections=self.concurrency)
         self.threads = ThreadPoolExecutor(self.concurrency, thread_name_prefix="webhook")
         self.in_flight: dict[int, Flight] = {}  # by delivery id
-        self.refill = max(1, self.concurrency // 4)  # free slots worth a query for more
         self._next_fan_out = 0.0
         self._endpoints: list[LiveEndpoint] = []
         self._endpoints_read = -ENDPOINT_SECONDS
         self._ready: dict[int, deque[Due]] = {}  # read ahead, by endpoint
+        self._answered: queue.SimpleQueue[Flight] = queue.SimpleQueue()
         self._dry: dict[int, float] = {}  # endpoint: when to look for due deliveries again
         self._targets: dict[int, tuple[float, str, Target | str]] = {}
         self._secrets: dict[str, str] = {}  # sealed: opened
@@ -142,11 +144,13 @@ class Deliverer:
             self._endpoints_read = now
             for gone in set(self._ready) - {e.id for e in self._endpoints}:
                 self._forget(gone)  # paused or disabled meanwhile
+        finished = self._finished(timeout=IDLE_SECONDS if self.in_flight else 0.0)
+        # Slots freed by answers are filled first; the answers are recorded after.
+        unrecorded = [f.due.id for f in finished]
         started = 0
         for endpoint in self._endpoints:
-            started += self._start(conn, endpoint)
+            started += self._start(conn, endpoint, unrecorded)
         connections.commit(conn)
-        finished = self._finished(timeout=IDLE_SECONDS if self.in_flight else 0.0)
         if finished:
             self._record(conn, finished)
         return bool(started or finished)
@@ -155,14 +159,15 @@ class Deliverer:
         if not self.in_flight:
             stop.wait(IDLE_SECONDS)
 
-    def _start(self, conn: connections.Conn, endpoint: LiveEndpoint) -> int:
+    def _start(self, conn: connections.Conn, endpoint: LiveEndpoint, unrecorded: list[int]) -> int:
         """Start what fits of the endpoint's ready deliveries, read ahead: a slot
-        freed by an answer is filled without waiting for a query."""
+        freed by an answer is filled without waiting for a query. ``unrecorded``:
+        deliveries answered whose outcome is not written yet (still open rows)."""
         flying = [i for i, f in self.in_flight.items() if f.endpoint.id == endpoint.id]
         ready = self._ready.setdefault(endpoint.id, deque())
         if len(ready) < self.concurrency and self.clock() >= self._dry.get(endpoint.id, 0.0):
             want = 2 * self.concurrency - len(flying) - len(ready)
-            busy = [*flying, *(d.id for d in ready)]
+            busy = [*flying, *(d.id for d in ready), *unrecorded]
             found = webhook_rows.due_deliveries(conn, endpoint.id, busy=busy, limit=want)
             ready.extend(found)
             if len(found) < want:  # none left due: look again once new events may be in
@@ -181,8 +186,13 @@ class Deliverer:
         for _ in range(count):
             delivery = ready.popleft()
             future = self.threads.submit(self._post, endpoint, delivery, target, secrets_)
-            self.in_flight[delivery.id] = Flight(endpoint, delivery, future)
+            flight = Flight(endpoint, delivery, future)
+            self.in_flight[delivery.id] = flight
+            future.add_done_callback(functools.partial(self._land, flight))
         return count
+
+    def _land(self, flight: Flight, _: Future[Answer]) -> None:
+        self._answered.put(flight)
 
     def _forget(self, endpoint_id: int) -> None:
         """After a change of an endpoint's state: nothing read ahead for it is started."""
@@ -225,13 +235,14 @@ class Deliverer:
         return tuple(self._secrets[s] for s in sealed)
 
     def _finished(self, timeout: float) -> list[Flight]:
+        """The flights answered: waits up to ``timeout`` for the first one."""
         if not self.in_flight:
             return []
-        futures = [f.future for f in self.in_flight.values()]
-        first, _ = wait(futures, timeout=timeout, return_when=FIRST_COMPLETED)
-        if first and len(first) < self.refill:
-            time.sleep(GATHER_SECONDS)  # the answers close behind it share its commit
-        done = [f for f in self.in_flight.values() if f.future.done()]
+        done: list[Flight] = []
+        with contextlib.suppress(queue.Empty):
+            done.append(self._answered.get(timeout=timeout))
+            while True:
+                done.append(self._answered.get_nowait())
         for flight in done:
             del self.in_flight[flight.due.id]
         return done
