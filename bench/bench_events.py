@@ -289,7 +289,7 @@ def main() -> int:
     relay.add_argument("--reply-ms", type=float, default=2.0, help="the slow relay's delay")
     relay.add_argument("--smtp-sink", action="store_true", help="Postfix's smtp-sink instead")
     parser.add_argument("--events", type=int, default=20000, help="events delivered")
-    parser.add_argument("--concurrency", type=int, default=32)
+    parser.add_argument("--concurrency", type=int, default=64)
     parser.add_argument("--only", choices=["recording", "statement", "delivery"])
     args = parser.parse_args()
     print(machine(), f"load average {os.getloadavg()[0]:.1f}", flush=True)

@@ -125,7 +125,7 @@ class Settings:
     grafana_url: str = ""  # the console links to these when set
     jaeger_url: str = ""
     webhook_allow_private: str = "0"  # 1: webhooks may go to private and loopback addresses
-    webhook_concurrency: int = 32  # requests `outbox webhooks deliver` has open per endpoint
+    webhook_concurrency: int = 64  # requests `outbox webhooks deliver` has open per endpoint
     webhook_timeout: float = 10.0  # seconds each phase of a webhook request may take
 
     @classmethod
