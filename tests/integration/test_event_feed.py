@@ -140,6 +140,16 @@ def test_an_event_committed_after_a_later_id_is_not_passed_by(esettings: Setting
     assert len(ids) == len(set(ids)) == 4
 
 
+def test_a_transaction_in_another_database_does_not_hold_the_feed(esettings: Settings) -> None:
+    row = add(esettings, "k1")
+    elsewhere = esettings.database_url.rsplit("/", 1)[0] + "/postgres"
+    with psycopg.connect(elsewhere) as other:
+        other.execute("SELECT pg_current_xact_id()")  # an xid, older than the event's
+        set_status(esettings, row, "sent")
+        assert [e["data"]["id"] for e in read(esettings)] == [row]
+        other.rollback()
+
+
 def test_the_async_reader_returns_the_same_events(esettings: Settings) -> None:
     row = add(esettings, "k1")
     set_status(esettings, row, "dead")

@@ -47,6 +47,7 @@ FUNCTIONS = frozenset(
         "email_outbox_record_update",
         "email_outbox_release_attachments",
         "email_recipient_hash",
+        "outbox_event_horizon",
         "outbox_event_record",
     }
 )

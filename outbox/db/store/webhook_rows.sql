@@ -64,7 +64,7 @@ WITH endpoints AS (
     CROSS JOIN LATERAL (
         SELECT id, xid, outbox_id, type FROM outbox_event
         WHERE (xid, id) > (w.cursor_xid, w.cursor_id)
-          AND xid < pg_snapshot_xmin(pg_current_snapshot())
+          AND xid < outbox_event_horizon()
         ORDER BY xid, id
         LIMIT %(limit)s
     ) e

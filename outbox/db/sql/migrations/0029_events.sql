@@ -4,7 +4,7 @@
 -- causes it. Routine steps (pending, queued, sending) write nothing here.
 --
 -- Readers follow the table in (xid, id) order and only below the oldest
--- transaction still running (outbox.events.feed): a bigserial id alone would
+-- transaction still running that may write here (outbox_event_horizon): a bigserial id alone would
 -- let a reader pass an id taken by a transaction that commits later. xid8 is
 -- 64 bits: it never wraps.
 CREATE TABLE IF NOT EXISTS outbox_event (
@@ -20,6 +20,21 @@ CREATE TABLE IF NOT EXISTS outbox_event (
 CREATE INDEX IF NOT EXISTS outbox_event_order ON outbox_event (xid, id);
 -- Purged with their emails.
 CREATE INDEX IF NOT EXISTS outbox_event_outbox ON outbox_event (outbox_id);
+
+-- How far readers may follow the events: below every transaction that may
+-- still write one, the oldest of those still running when the statement's
+-- snapshot was taken (or the snapshot's end when none runs). A transaction of
+-- another database cannot write here: the ones a backend of another database
+-- runs are left out, so a long transaction elsewhere on the server does not
+-- hold the feed back (one whose database is not known, finished meanwhile or
+-- not shown to this role, still counts). STABLE: once per statement.
+CREATE OR REPLACE FUNCTION outbox_event_horizon() RETURNS xid8 LANGUAGE sql STABLE AS $$
+    SELECT coalesce(min(x), pg_snapshot_xmax(pg_current_snapshot()))
+    FROM pg_snapshot_xip(pg_current_snapshot()) AS x
+    WHERE x::text::numeric % 4294967296 NOT IN (
+        SELECT backend_xid::text::numeric FROM pg_stat_activity
+        WHERE backend_xid IS NOT NULL AND datname IS DISTINCT FROM current_database())
+$$;
 
 -- Row triggers whose WHEN is false for a routine step: Postgres evaluates the
 -- condition and queues nothing, so sending costs one function call per email
