@@ -6,14 +6,15 @@ VALUES (%(url)s, %(types)s, %(addresses)s, %(sealed)s, pg_snapshot_xmin(pg_curre
 RETURNING id;
 
 -- list_endpoints --
--- Every endpoint with its figures: open deliveries and the age of the oldest.
+-- Every endpoint with its figures: open deliveries and the age of the event
+-- of the oldest (the first by id, through the endpoint's index).
 SELECT w.id, w.url, w.event_types, w.addresses, w.state, w.state_reason, w.delivered, w.failed,
-       count(d.id), extract(epoch FROM now() - min(e.at)), w.created_at,
-       w.previous_until > now()
+       (SELECT count(*) FROM webhook_delivery d WHERE d.endpoint_id = w.id),
+       (SELECT extract(epoch FROM now() - e.at) FROM webhook_delivery d
+        JOIN outbox_event e ON e.id = d.event_id
+        WHERE d.endpoint_id = w.id ORDER BY d.id LIMIT 1),
+       w.created_at, w.previous_until > now()
 FROM webhook_endpoint w
-LEFT JOIN webhook_delivery d ON d.endpoint_id = w.id
-LEFT JOIN outbox_event e ON e.id = d.event_id
-GROUP BY w.id
 ORDER BY w.id;
 
 -- set_state --
@@ -159,13 +160,14 @@ SELECT (SELECT count(*) FROM endpoint), (SELECT count(*) FROM again);
 SELECT pg_try_advisory_lock(%(lock)s, hashtext(%(schema)s));
 
 -- endpoint_figures --
--- What the metrics show per endpoint: delivered, refused, open deliveries,
--- the oldest open event's age (the lag) and whether it is paused.
-SELECT w.id, w.state, w.delivered, w.failed, count(d.id),
-       coalesce(extract(epoch FROM now() - min(e.at)), 0)
+-- What the metrics show per endpoint: delivered, failed tries, open
+-- deliveries, the age of the oldest one's event (the lag) and whether it is
+-- paused.
+SELECT w.id, w.state, w.delivered, w.failed,
+       (SELECT count(*) FROM webhook_delivery d WHERE d.endpoint_id = w.id),
+       coalesce((SELECT extract(epoch FROM now() - e.at) FROM webhook_delivery d
+                 JOIN outbox_event e ON e.id = d.event_id
+                 WHERE d.endpoint_id = w.id ORDER BY d.id LIMIT 1), 0)
 FROM webhook_endpoint w
-LEFT JOIN webhook_delivery d ON d.endpoint_id = w.id
-LEFT JOIN outbox_event e ON e.id = d.event_id
 WHERE w.state <> 'disabled'
-GROUP BY w.id
 ORDER BY w.id;
