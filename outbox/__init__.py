@@ -33,6 +33,7 @@ from outbox.models import Priority, Status
 
 if TYPE_CHECKING:
     from outbox.cancelling import Cancellation, cancel, cancel_async
+    from outbox.events.feed import read_events, read_events_async
     from outbox.intake import (
         Enqueued,
         enqueue,
@@ -52,6 +53,8 @@ _LAZY = {
     "enqueue_async": "outbox.intake",
     "enqueue_many": "outbox.intake",
     "enqueue_many_async": "outbox.intake",
+    "read_events": "outbox.events.feed",
+    "read_events_async": "outbox.events.feed",
 }
 
 
@@ -89,4 +92,6 @@ __all__ = [
     "enqueue_async",
     "enqueue_many",
     "enqueue_many_async",
+    "read_events",
+    "read_events_async",
 ]

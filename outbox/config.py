@@ -127,6 +127,9 @@ class Settings:
     state_dir: str = ""  # each process's liveness file, for `outbox health`; empty: per namespace
     rabbitmq_queue_type: str = "classic"  # quorum: queues replicated across a RabbitMQ cluster
     rabbitmq_delivery_limit: int = 20  # deliveries of a message before it goes back to Postgres
+    webhook_allow_private: str = "0"  # 1: webhooks may go to private and loopback addresses
+    webhook_concurrency: int = 64  # requests `outbox webhooks deliver` has open per endpoint
+    webhook_timeout: float = 10.0  # seconds each phase of a webhook request may take
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
@@ -168,6 +171,9 @@ class Settings:
         self._validate_web()
         self._validate_console()
         self._check_choice("smtp_plaintext_auth")
+        self._check_choice("webhook_allow_private")
+        if not 0 < self.webhook_timeout <= 60:
+            raise ConfigError("OUTBOX_WEBHOOK_TIMEOUT must be more than 0 and at most 60 seconds")
         _check_sender(self.sender)
         self.sender_domain_list()  # raises on an empty entry
         if not self.templates.is_dir():
@@ -312,6 +318,7 @@ _CHOICES: dict[str, tuple[str, ...]] = {
     "pace_by_mx": ("on", "off"),
     "smtp_plaintext_auth": ("never", "loopback"),
     "rabbitmq_queue_type": ("classic", "quorum"),
+    "webhook_allow_private": ("0", "1"),
 }
 
 # Counts and sizes for which 0 would mean nothing can ever be sent or served.
@@ -332,6 +339,7 @@ _AT_LEAST_ONE = (
     "web_pool_size",
     "db_pool_max",
     "rabbitmq_delivery_limit",
+    "webhook_concurrency",
 )
 
 ENV_NAMES = {

@@ -25,7 +25,8 @@
     ├── TransportError           a transport is misconfigured (a refused send is a reply)
     ├── TransportBusy            no send started: the transport is at capacity (not an attempt)
     ├── WebhookError             a webhook body is not an event of its provider
-    └── InvalidRequest           a console form or link asks for something malformed
+    ├── InvalidRequest           a console form or link asks for something malformed
+    └── InvalidCursor            an event feed cursor is not one the feed gave
 
 An SMTP rejection is not an exception: the transport returns a reply and
 :func:`outbox.delivery.classify.classify` decides what it means.
@@ -135,3 +136,7 @@ class WebhookError(OutboxError, ValueError):
 
 class InvalidRequest(OutboxError):
     """A console request asks for something malformed; nothing was looked up or changed."""
+
+
+class InvalidCursor(OutboxError):
+    """The event feed's cursor is not one the feed gave."""

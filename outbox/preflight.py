@@ -27,7 +27,7 @@ from outbox.broker_urls import amqp_nodes, is_sentinel_url, parse_sentinel_url, 
 from outbox.config import ENV_NAMES, Settings
 from outbox.errors import ConfigError, OutboxError
 
-PROCESSES = ("app", "relay", "worker", "web", "bounces", "metrics")
+PROCESSES = ("app", "relay", "worker", "web", "bounces", "metrics", "webhooks")
 _ALL = frozenset(PROCESSES)
 _SENDERS = frozenset({"worker"})
 
@@ -50,8 +50,8 @@ READERS: dict[str, frozenset[str]] = {
     "max_params_bytes": frozenset({"app", "web"}),
     "max_content_bytes": frozenset({"app", "web"}),
     "bounce_domain": frozenset({"worker", "bounces"}),
-    "secret": frozenset({"app", "worker", "web", "bounces"}),  # app: keyed Message-IDs
-    "previous_secrets": frozenset({"worker", "web", "bounces"}),
+    "secret": frozenset({"app", "worker", "web", "bounces", "webhooks"}),  # app: Message-IDs
+    "previous_secrets": frozenset({"worker", "web", "bounces", "webhooks"}),
     "smtp_plaintext_auth": frozenset({"worker"}),
     "bounce_max_recipients": frozenset({"bounces"}),
     "bounce_max_messages": frozenset({"bounces"}),
@@ -98,6 +98,9 @@ READERS: dict[str, frozenset[str]] = {
     "state_dir": frozenset({"relay", "worker", "web", "bounces", "metrics"}),
     "rabbitmq_queue_type": frozenset({"relay", "worker"}),
     "rabbitmq_delivery_limit": frozenset({"relay", "worker"}),
+    "webhook_allow_private": frozenset({"webhooks"}),
+    "webhook_concurrency": frozenset({"webhooks"}),
+    "webhook_timeout": frozenset({"webhooks"}),
 }
 _WORKER_PREFIXES = (
     "smtp_", "transport", "send_", "failover_", "provider_", "http_", "postmark_", "resend_",
@@ -397,6 +400,7 @@ _CHECKS: dict[str, tuple[Callable[[Settings], None], ...]] = {
     # Without OUTBOX_BOUNCE_DOMAIN the bounce server stays up idle and says so.
     "bounces": (*COMMON, _database_url),
     "metrics": (*COMMON, _database_url, _redis_url),
+    "webhooks": (*COMMON, _database_url),
 }
 
 

@@ -81,6 +81,7 @@ TEST_TABLES = (
     "email_outbox", "email_attempt", "email_event", "email_suppression", "email_bounce",
     "outbox_process", "outbox_breaker", "email_key_tombstone", "email_attachment_blob",
     "email_attachment_use", "console_audit", "console_session", "domain_check",
+    "outbox_event", "webhook_endpoint", "webhook_delivery",
 )  # fmt: skip
 
 

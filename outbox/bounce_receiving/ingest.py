@@ -18,7 +18,14 @@ from prometheus_client import Counter
 
 from outbox.bounce_parsing import BounceResult, parse_bounce, providers
 from outbox.bounce_receiving.parse_worker import ParseDeadlineExceeded
-from outbox.bounce_receiving.policy import Link, Via, effects, rights, soft_streak_reached
+from outbox.bounce_receiving.policy import (
+    Effect,
+    Link,
+    Via,
+    effects,
+    rights,
+    soft_streak_reached,
+)
 from outbox.config import Settings
 from outbox.db.store import bounce_reports, connections, suppressions
 from outbox.message.return_path import Kind, read_token, row_token_from_address
@@ -108,7 +115,12 @@ def _apply(
     for effect in effects(link, results):
         assert link.outbox_id is not None
         bounce_reports.mark_bounced(
-            conn, link.outbox_id, klass=effect.klass, reason=effect.reason, bounce_id=bounce_id
+            conn,
+            link.outbox_id,
+            klass=effect.klass,
+            reason=effect.reason,
+            bounce_id=bounce_id,
+            event=_event_type(effect),
         )
         if effect.suppress == "soft_streak":
             recent = bounce_reports.recent_sends_to(
@@ -132,6 +144,13 @@ def _apply(
             tag = recipient_tag(effect.address, secret=settings.secret)
             log.info("suppressed %s: %s", tag, detail)
     return suppressed
+
+
+def _event_type(effect: Effect) -> str:
+    """What the application is told of a verdict (outbox.events)."""
+    if effect.suppress == "unsubscribe":
+        return "email.unsubscribed"
+    return "email.complained" if effect.klass == "complaint" else "email.bounced"
 
 
 @contextmanager

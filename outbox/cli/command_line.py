@@ -38,6 +38,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     process = getattr(args, "process", None)
     if args.command == "bounces" and args.action == "serve":
         process = "bounces"
+    if args.command == "webhooks" and args.action == "deliver":
+        process = "webhooks"
     if process:
         settings_or_exit(process)  # a long-running process checks everything it needs first
     try:
@@ -125,7 +127,7 @@ def parser() -> argparse.ArgumentParser:  # noqa: PLR0915 (one statement per com
         "--process",
         dest="only",
         action="append",
-        choices=["app", "relay", "worker", "web", "bounces", "metrics"],
+        choices=["app", "relay", "worker", "web", "bounces", "metrics", "webhooks"],
         help="check: only these processes (default: all)",
     )
     config.add_argument("--json", action="store_true", help="show: machine-readable output")
@@ -304,7 +306,8 @@ def parser() -> argparse.ArgumentParser:  # noqa: PLR0915 (one statement per com
         action="append",
         required=True,
         metavar="NAME",
-        help="relay, relay-high, relay-bulk, worker-high, worker-bulk, bounces, web, metrics",
+        help="relay, relay-high, relay-bulk, worker-high, worker-bulk, bounces, web, metrics,"
+        " webhooks",
     )
     health.add_argument(
         "--ready", action="store_true", help="also Postgres and, if it uses one, the broker"
@@ -319,4 +322,18 @@ def parser() -> argparse.ArgumentParser:  # noqa: PLR0915 (one statement per com
         "--expect-include", default="", metavar="DOMAIN", help="SPF must include this domain"
     )
     domain.add_argument("--json", action="store_true", help="machine-readable output")
+    hooks = command(
+        "webhooks", "webhook_commands:webhooks", "signed event webhooks (see docs/events.md)"
+    )
+    hooks.add_argument(
+        "action",
+        choices=["create", "list", "disable", "enable", "rotate-secret", "replay", "deliver"],
+    )
+    hooks.add_argument("target", nargs="?", metavar="URL|ID", help="create: URL; else: the ID")
+    hooks.add_argument("--events", metavar="TYPE,…", help="create: only these event types")
+    hooks.add_argument(
+        "--addresses", action="store_true", help="create: `to` in clear, not the keyed tag"
+    )
+    hooks.add_argument("--since", metavar="TIME", help="replay: events since (2h, 7d, ISO)")
+    hooks.add_argument("--json", action="store_true", help="list: machine-readable output")
     return found

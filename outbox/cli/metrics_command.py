@@ -8,6 +8,7 @@ import os
 from outbox.cli.output import Done, Printer, Result
 from outbox.cli.stop_signals import stop_on_signals
 from outbox.config import Settings
+from outbox.events.hook_metrics import WebhookCollector
 from outbox.pacing.gauges import PaceCollector
 from outbox.pacing.pacer import pacer_for
 from outbox.telemetry.listen_ports import ensure_free
@@ -25,7 +26,10 @@ def metrics(settings: Settings, args: argparse.Namespace, out: Printer) -> Resul
         host=settings.metrics_host,
         port=port,
         stop=stop_on_signals(),
-        extra=[PaceCollector(pacer)] if pacer else [],
+        extra=[
+            *([PaceCollector(pacer)] if pacer else []),
+            WebhookCollector(settings.database_url),
+        ],
         liveness_of=settings,
     )
     return Done()

@@ -67,6 +67,8 @@ def _run_all(settings: Settings, processes: int, threads: Mapping[str, int]) -> 
     outbox = [sys.executable, "-m", "outbox.cli"]
     children: dict[str, subprocess.Popen[bytes]] = {
         "relay": subprocess.Popen([*outbox, "relay"]),
+        # Posts events to the webhook endpoints; one connection, idle without any.
+        "webhooks": subprocess.Popen([*outbox, "webhooks", "deliver"]),
     }
     for pool in worker_pools.POOLS:
         env = dict(os.environ)

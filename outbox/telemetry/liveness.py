@@ -42,6 +42,7 @@ NAMES = (
     "bounces",
     "web",
     "metrics",
+    "webhooks",
 )
 
 

@@ -10,12 +10,14 @@ against the lines mailbox providers draw. Each part of the health card is one
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from outbox.db.store import console_reads, domain_checks, overview_reads
+from outbox.db.store import console_reads, domain_checks, overview_reads, webhook_rows
+from outbox.events.hook_target import shown_url
 from outbox.telemetry.health import Health, gather
 from outbox.web import console_query as q
 from outbox.web.chart import hourly_chart, sends_chart
@@ -59,6 +61,7 @@ def overview_values(console: Console) -> dict[str, Any]:
         hourly = overview_reads.hourly(conn)
         health = gather(console.settings, conn)
         domains = domain_checks.last_domain_checks(conn)
+        endpoints = webhook_rows.list_endpoints(conn)
     now_hour = int(time.time() // 3600)
     return {
         "counts": statuses.counts,
@@ -77,6 +80,11 @@ def overview_values(console: Console) -> dict[str, Any]:
         "by_template": _series(hourly, now_hour, lambda h: [h.template]),
         "by_tag": _series(hourly, now_hour, lambda h: h.tags),
         "domain_checks": domains,
+        "webhooks": [
+            {**dataclasses.asdict(e), "url": shown_url(e.url)}
+            for e in endpoints
+            if e.state != "disabled"
+        ],
     }
 
 

@@ -10,6 +10,8 @@ is written on any error. ``POST /v1/emails/batch`` is
 ``GET /v1/emails?idempotency_key=…`` show the status, attempts and events.
 ``DELETE /v1/emails/{id}`` (send scope) is :func:`outbox.cancel`: 200 when the
 email is cancelled (now or before), 409 when a worker has taken it already.
+``GET /v1/events?after=CURSOR&limit=N`` is :func:`outbox.read_events` for the
+key's owner: its emails' events in feed order and the cursor to pass next.
 
 Every route but ``/v1/openapi.json`` takes ``Authorization: Bearer <key>`` (see
 :mod:`outbox.web.api_keys`): no key, a wrong or revoked one: 401; a key
@@ -35,7 +37,14 @@ import orjson
 from outbox import cancelling, intake, redact
 from outbox.config import Settings
 from outbox.db.store import api_key_rows, connections, lookups
-from outbox.errors import IdempotencyConflict, InvalidKey, InvalidMessage, StoreError
+from outbox.errors import (
+    IdempotencyConflict,
+    InvalidCursor,
+    InvalidKey,
+    InvalidMessage,
+    StoreError,
+)
+from outbox.events import feed
 from outbox.validate import check_key
 from outbox.web import api_keys, email_request
 from outbox.web.email_request import (
@@ -161,6 +170,8 @@ class EmailsApi:
             if method != "POST":
                 return "send", lambda *_: _not_allowed("POST")
             return "send", self._send_batch
+        if path == "/v1/events":
+            return ("read", self._events) if method == "GET" else ("read", _not_allowed_get)
         if path.startswith("/v1/emails/"):
             if method == "DELETE":
                 return "send", self._cancel
@@ -302,6 +313,30 @@ class EmailsApi:
             return _invalid([email_request.BadField("idempotency_key", str(exc))])
         return self._email(key, key_=key.owner.stored_key(checked))
 
+    def _events(
+        self, key: Key, path: str, query: str, headers: Mapping[str, str], body: bytes
+    ) -> ApiResponse:
+        params = parse_qs(query)
+        after: str | None = (params.get("after") or [""])[0] or None
+        limit_text = (params.get("limit") or ["100"])[0]
+        if not limit_text.isdigit() or not 1 <= int(limit_text) <= feed.MAX_LIMIT:
+            error = f"a whole number from 1 to {feed.MAX_LIMIT}"
+            return _invalid([email_request.BadField("limit", error)])
+        try:
+            with self.pool.connection() as conn:
+                events = feed.read_owner_events(
+                    conn,
+                    after,
+                    int(limit_text),
+                    visible=key.owner.visible(),
+                    secret=self.settings.secret,
+                    shown_key=key.owner.shown_key,
+                )
+        except InvalidCursor as exc:
+            return _invalid([email_request.BadField("after", str(exc))])
+        cursor = events[-1]["cursor"] if events else after
+        return _json(200, {"events": events, "next_cursor": cursor})
+
     def _email(self, key: Key, *, id_: int | None = None, key_: str | None = None) -> ApiResponse:
         with self.pool.connection() as conn:
             row = lookups.api_email(conn, visible=key.owner.visible(), id_=id_, key=key_)
@@ -373,6 +408,10 @@ def _invalid(errors: list[email_request.BadField]) -> ApiResponse:
         type_=INVALID,
         errors=errors,
     )
+
+
+def _not_allowed_get(*_: object) -> ApiResponse:
+    return _not_allowed("GET")
 
 
 def _not_allowed(allowed: str) -> ApiResponse:

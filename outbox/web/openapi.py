@@ -97,6 +97,53 @@ _EMAIL_FIELDS: dict[str, Any] = {
 }
 
 
+_EVENTS_ROUTE: dict[str, Any] = {
+    "operationId": "listEvents",
+    "summary": "What became of the key's owner's emails, in order (outbox.read_events)",
+    "parameters": [
+        {
+            "name": "after",
+            "in": "query",
+            "required": False,
+            "schema": {"type": "string", "pattern": "^[0-9]{1,20}[.][0-9]{1,19}$"},
+            "description": "the next_cursor of the page before; none: from the first event",
+        },
+        {
+            "name": "limit",
+            "in": "query",
+            "required": False,
+            "schema": {"type": "integer", "minimum": 1, "maximum": 1000, "default": 100},
+        },
+    ],
+    "responses": {
+        "200": _ok("the events after the cursor, and the cursor to pass next", "Events"),
+        "422": _problem("the cursor or the limit is not one the feed takes"),
+        **_COMMON,
+    },
+}
+_EVENTS_PAGE: dict[str, Any] = {
+    "type": "object",
+    "required": ["events", "next_cursor"],
+    "properties": {
+        "events": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "required": ["id", "cursor", "type", "timestamp", "data"],
+                "properties": {
+                    "id": {"type": "string", "description": "evt_…, the webhook-id too"},
+                    "cursor": {"type": "string"},
+                    "type": {"type": "string"},
+                    "timestamp": {"type": "string", "format": "date-time"},
+                    "data": {"type": "object"},
+                },
+            },
+        },
+        "next_cursor": {"type": ["string", "null"]},
+    },
+}
+
+
 def document() -> dict[str, Any]:
     # A field intake takes beyond these is accepted too, as enqueue validates it.
     fields = {**_EMAIL_FIELDS, **{name: {} for name in FIELDS if name not in _EMAIL_FIELDS}}
@@ -240,6 +287,7 @@ def document() -> dict[str, Any]:
                     },
                 },
             },
+            "/v1/events": {"get": _EVENTS_ROUTE},
         },
         "components": {
             "securitySchemes": {
@@ -279,6 +327,7 @@ def document() -> dict[str, Any]:
                     "additionalProperties": False,
                 },
                 "Accepted": accepted,
+                "Events": _EVENTS_PAGE,
                 "Cancelled": {
                     "type": "object",
                     "required": ["id", "idempotency_key", "status", "cancelled"],

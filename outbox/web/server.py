@@ -42,7 +42,7 @@ from outbox.bounce_receiving.webhook_auth import scrape_authorized
 from outbox.bounce_receiving.webhooks import PREFIX as WEBHOOKS
 from outbox.bounce_receiving.webhooks import ProviderWebhooks
 from outbox.config import Settings
-from outbox.db.store import connections, lookups, suppressions
+from outbox.db.store import connections, event_rows, lookups, suppressions
 from outbox.errors import ConfigError, StoreError
 from outbox.message import list_unsubscribe as unsubscribe
 from outbox.telemetry import liveness
@@ -147,9 +147,13 @@ class Unsubscribes:
             address = lookups.unsubscribe_recipient(conn, outbox_id)
             if address is None:
                 return None
-            if suppress:
-                # Idempotent: an address already suppressed stays so, with the same answer.
-                suppressions.suppress(conn, address, reason="unsubscribe", scope="bulk")
+            # Idempotent: an address already suppressed stays so, with the same answer.
+            if suppress and suppressions.suppress(
+                conn, address, reason="unsubscribe", scope="bulk"
+            ):
+                event_rows.record_event(
+                    conn, outbox_id, type_="email.unsubscribed", reason="unsubscribe by link"
+                )
         return address
 
 

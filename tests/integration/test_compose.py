@@ -46,6 +46,7 @@ PROBES = {
     "metrics": "metrics",
     "web": "web",
     "bounces": "bounces",
+    "webhooks": "webhooks",
 }
 
 

@@ -13,7 +13,7 @@ import pytest
 
 from outbox import enqueue
 from outbox.config import Settings
-from outbox.db.store import domain_checks, suppressions
+from outbox.db.store import domain_checks, suppressions, webhook_rows
 from outbox.domain_auth.findings import Finding, State
 from outbox.errors import ConfigError
 from outbox.redact import recipient_tag
@@ -576,3 +576,22 @@ def test_the_overview_shows_each_sending_domains_last_check(
     assert '<span class="status status-held">warning</span>' in page
     assert "fix:</strong> at _dmarc.shop.example, move to p=quarantine" in page
     assert "dmarc@shop.example" not in page  # addresses are tagged, as everywhere here
+
+
+def test_the_overview_shows_a_paused_webhook_endpoint_and_why(
+    console: Settings, running: Running
+) -> None:
+    with pool(console) as p, p.connection() as conn:
+        endpoint = webhook_rows.create_endpoint(
+            conn,
+            url="https://hooks.example.com/outbox?token=s3cr3t",
+            types=None,
+            addresses=False,
+            sealed="sealed",
+        )
+        webhook_rows.set_state(conn, endpoint, "paused", "evt_7 failed 8 times, last: HTTP 503")
+    page = signed_in(running, VIEWER).get("/console/").text
+    assert "Webhook endpoints" in page
+    assert "https://hooks.example.com/outbox?…" in page
+    assert "s3cr3t" not in page
+    assert "paused: evt_7 failed 8 times, last: HTTP 503" in page

@@ -277,7 +277,12 @@ def test_openapi_document_is_served_without_a_key(api: Api) -> None:
     doc = api.client.get(api.url + "/v1/openapi.json")
     assert doc.status_code == 200
     assert doc.json()["openapi"] == "3.1.0"
-    assert set(doc.json()["paths"]) == {"/v1/emails", "/v1/emails/batch", "/v1/emails/{id}"}
+    assert set(doc.json()["paths"]) == {
+        "/v1/emails",
+        "/v1/emails/batch",
+        "/v1/emails/{id}",
+        "/v1/events",
+    }
 
 
 def test_api_keys_command_creates_lists_and_revokes(settings: Settings) -> None:

@@ -27,8 +27,8 @@ pytestmark = pytest.mark.slow  # a whole formation, watched for 20 s
 # The probe name of each process (what `outbox health --process` takes).
 PROBES = {
     "Procfile": ["relay-high", "relay-bulk", "worker-high", "worker-bulk", "bounces", "web",
-                 "metrics"],
-    "Procfile.small": ["relay", "worker-high", "worker-bulk", "web"],
+                 "metrics", "webhooks"],
+    "Procfile.small": ["relay", "worker-high", "worker-bulk", "webhooks", "web"],
 }  # fmt: skip
 
 

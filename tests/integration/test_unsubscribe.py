@@ -29,7 +29,7 @@ from outbox.db.store import suppressions
 from outbox.message.dkim import Signer, public_record
 from outbox.message.list_unsubscribe import token as make_token
 from outbox.web.server import make_server
-from tests.integration.helpers import LOGIN, NEWS, add_newsletter, pool
+from tests.integration.helpers import LOGIN, NEWS, add_newsletter, pool, query
 from tests.integration.test_delivery import harness
 from tests.keys import SECRET
 
@@ -156,6 +156,14 @@ def test_one_click_unsubscribe_stops_newsletters_not_login_codes(web: Settings) 
         conn.commit()
     assert newsletter_again.suppressed
     assert not code_again.suppressed
+    # The application is told once: the repeated POST changed nothing.
+    told = query(
+        settings,
+        "SELECT o.idempotency_key, e.type FROM outbox_event e JOIN email_outbox o"
+        " ON o.id = e.outbox_id WHERE e.type IN ('email.unsubscribed', 'email.suppressed')"
+        " ORDER BY e.id",
+    )
+    assert told == [("nl-0", "email.unsubscribed"), ("nl-again", "email.suppressed")]
 
 
 def test_bad_requests(web: Settings) -> None:

@@ -32,7 +32,7 @@ def promtool(*args: str) -> str:
 
 @pytest.mark.prometheus
 def test_rules_are_valid() -> None:
-    assert "SUCCESS: 14 rules found" in promtool("check", "rules", str(RULES))
+    assert "SUCCESS: 15 rules found" in promtool("check", "rules", str(RULES))
 
 
 @pytest.mark.prometheus

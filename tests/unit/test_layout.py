@@ -47,6 +47,9 @@ LAYERS: list[set[str]] = [
         "web.chart",
         "domain_auth",
         "broker_urls",
+        "events.event_body",
+        "events.retry_schedule",
+        "events.hook_signing",
     },  # pure core
     # I/O edges; validate and fields are pure but for the address library
     {
@@ -61,7 +64,7 @@ LAYERS: list[set[str]] = [
         "fields",
         "domain_auth.dns_lookups",
     },
-    {"delivery", "relay", "bounce_receiving", "intake", "cancelling", "preflight"}
+    {"delivery", "relay", "bounce_receiving", "intake", "cancelling", "preflight", "events"}
     | {"domain_auth.checker"},  # orchestration
     {"cli", "worker", "web", "testing", "django"},  # processes (django: an app in yours)
 ]

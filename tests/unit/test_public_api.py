@@ -14,7 +14,7 @@ def test_public_names() -> None:
         "InvalidParams", "MissingParams", "OutboxError", "Priority", "SenderNotAllowed",
         "Settings", "Status", "StoreError", "TemplateError", "TransportError", "UnknownTemplate",
         "cancel", "cancel_async", "enqueue", "enqueue_async", "enqueue_many",
-        "enqueue_many_async",
+        "enqueue_many_async", "read_events", "read_events_async",
     ]  # fmt: skip
     for name in outbox.__all__:
         assert getattr(outbox, name).__module__.startswith("outbox.")
@@ -35,6 +35,9 @@ def test_enqueue_functions_are_functions() -> None:
     assert inspect.isfunction(outbox.cancel)
     assert inspect.iscoroutinefunction(outbox.cancel_async)
     assert list(inspect.signature(outbox.enqueue).parameters)[:2] == ["conn", "idempotency_key"]
+    assert inspect.isfunction(outbox.read_events)
+    assert inspect.iscoroutinefunction(outbox.read_events_async)
+    assert list(inspect.signature(outbox.read_events).parameters)[:3] == ["conn", "after", "limit"]
 
 
 def test_parsing_bounces_does_not_load_the_database_driver() -> None:

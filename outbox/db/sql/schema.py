@@ -34,8 +34,11 @@ TABLES = frozenset(
         "email_template_version",
         "outbox_api_key",
         "outbox_breaker",
+        "outbox_event",
         "outbox_process",
         "outbox_schema_migration",
+        "webhook_delivery",
+        "webhook_endpoint",
     }
 )
 FUNCTIONS = frozenset(
@@ -45,6 +48,8 @@ FUNCTIONS = frozenset(
         "email_outbox_record_update",
         "email_outbox_release_attachments",
         "email_recipient_hash",
+        "outbox_event_horizon",
+        "outbox_event_record",
     }
 )
 

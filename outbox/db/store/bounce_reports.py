@@ -143,8 +143,17 @@ def find_row_by_provider_id(
     return _bounced_row(row)
 
 
-def mark_bounced(conn: Conn, outbox_id: int, *, klass: str, reason: str, bounce_id: int) -> None:
-    args = {"id": outbox_id, "class": klass, "reason": reason, "bounce_id": bounce_id}
+def mark_bounced(
+    conn: Conn, outbox_id: int, *, klass: str, reason: str, bounce_id: int, event: str
+) -> None:
+    """Record a verdict on its row, and ``event`` (email.bounced...) for the application."""
+    args = {
+        "id": outbox_id,
+        "class": klass,
+        "reason": reason,
+        "bounce_id": bounce_id,
+        "event": event,
+    }
     with translate_errors():
         conn.execute(queries["mark_bounced"], args)
 

@@ -48,11 +48,17 @@ WHERE id = %(id)s OR message_id = %(message_id)s
 LIMIT 1;
 
 -- mark_bounced --
--- Record a bounce or complaint on its row, with an event for the history.
+-- Record a bounce or complaint on its row, with an event for the history and
+-- one for the application (email.bounced, email.complained, email.unsubscribed).
 WITH marked AS (
     UPDATE email_outbox SET bounce_class = %(class)s, bounced_at = now()
     WHERE id = %(id)s
     RETURNING id, status
+), told AS (
+    INSERT INTO outbox_event (outbox_id, type, status, reason, detail)
+    SELECT id, %(event)s, status, %(reason)s,
+           CASE WHEN %(class)s IN ('hard', 'soft') THEN %(class)s END
+    FROM marked
 )
 INSERT INTO email_event (outbox_id, from_status, to_status, reason, actor)
 SELECT id, status, status, %(reason)s, 'bounce #' || %(bounce_id)s FROM marked;

@@ -2,12 +2,19 @@
 -- Delete the next batch (by id, after the last one) of finished emails whose
 -- last change is older than `before`, with their attempts, events and bounce
 -- reports; each key leaves a tombstone so it stays taken. Rows a worker or
--- another purge holds are skipped.
+-- another purge holds are skipped, and so are emails with an event still on
+-- its way to a webhook endpoint that is not disabled (a delivery waiting, or
+-- an event not yet handed to the endpoint): they go once it is delivered.
 WITH doomed AS (
-    SELECT id FROM email_outbox
+    SELECT id FROM email_outbox o
     WHERE id > %(after)s
       AND status IN ('sent', 'failed', 'dead', 'suppressed', 'cancelled')
       AND greatest(created_at, requeued_at, sent_at, failed_at, bounced_at) < %(before)s
+      AND NOT EXISTS (SELECT FROM webhook_delivery d WHERE d.outbox_id = o.id)
+      AND NOT EXISTS (SELECT FROM outbox_event e
+                      JOIN webhook_endpoint w ON w.state <> 'disabled'
+                       AND (e.xid, e.id) > (w.cursor_xid, w.cursor_id)
+                      WHERE e.outbox_id = o.id)
     ORDER BY id LIMIT %(limit)s
     FOR UPDATE SKIP LOCKED
 ), gone AS (
@@ -23,6 +30,8 @@ WITH doomed AS (
     DELETE FROM email_attempt a USING gone g WHERE a.outbox_id = g.id RETURNING 1
 ), events AS (
     DELETE FROM email_event e USING gone g WHERE e.outbox_id = g.id RETURNING 1
+), told AS (
+    DELETE FROM outbox_event e USING gone g WHERE e.outbox_id = g.id
 ), bounces AS (
     DELETE FROM email_bounce b USING gone g WHERE b.outbox_id = g.id RETURNING 1
 )
@@ -103,7 +112,8 @@ WITH rows AS (
 SELECT id FROM erased ORDER BY id;
 
 -- forget_history --
--- Erase the address from the attempts, events and bounce reports of rows
+-- Erase the address from the attempts, events (the history's and the
+-- application's) and bounce reports of rows
 -- forget_rows erased, and from bounce reports that name it; returns how many
 -- attempts, events and reports were changed.
 WITH attempts AS (
@@ -116,6 +126,10 @@ WITH attempts AS (
     SET reason = regexp_replace(reason, %(pattern)s, '[erased]', 'gi')
     WHERE outbox_id = ANY(%(ids)s) AND reason ~* %(pattern)s
     RETURNING 1
+), told AS (
+    UPDATE outbox_event
+    SET reason = regexp_replace(reason, %(pattern)s, '[erased]', 'gi')
+    WHERE outbox_id = ANY(%(ids)s) AND reason ~* %(pattern)s
 ), bounces AS (
     UPDATE email_bounce
     SET raw = '', envelope_to = NULL, results = NULL,
