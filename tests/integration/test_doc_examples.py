@@ -151,7 +151,7 @@ def _wait_for(url: str, process: subprocess.Popen[bytes], log: Path) -> None:
 
 
 def test_the_fastapi_example_serves_orders_under_uvicorn(private_db: str, tmp_path: Path) -> None:
-    (block,) = [b for b in PYTHON if "FastAPI(" in b.code]
+    (block,) = [b for b in PYTHON if "FastAPI(" in b.code and "outbox.enqueue" in b.code]
     # The reader's shop.py: the example, with its database URL from the environment.
     app_file = tmp_path / "shop_app.py"
     app_file.write_text(
