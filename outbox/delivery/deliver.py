@@ -265,12 +265,13 @@ class Delivery:
         delay = 0.2
         unanswered = False
         while True:
+            began = self.postgres.clock()
             try:
                 with self.pool.connection(timeout=self.settings.pool_timeout) as conn:
                     rows = sending.take_for_sending(conn, ids, worker)
                     if unanswered:
                         rows = sending.taken_by(conn, ids, worker)
-                self.postgres.ok()
+                self.postgres.ok(began=began)
                 with self._in_hand_lock:
                     self._in_hand.update(r.id for r in rows)
                 return rows

@@ -155,10 +155,12 @@ class ResultCommitter:
         """Write ``group``, trying again while the connection (not the statement) fails."""
         tries = 0
         uncertain = False  # a write may have committed without our hearing the answer
+        began = self.postgres.clock()
         while True:
             todo = [item for item in group if not item.done()]
             if not todo:
                 break
+            began = self.postgres.clock()
             try:
                 conn = self._connection()
                 if uncertain:
@@ -177,7 +179,7 @@ class ResultCommitter:
                 if self._deadline is not None and time.monotonic() + delay > self._deadline:
                     raise _OutOfTime from exc
                 time.sleep(delay)
-        self.postgres.ok()
+        self.postgres.ok(began=began)
 
     def _unrecorded(self, conn: connections.Conn, todo: list[Committed]) -> list[Committed]:
         """After a lost answer: the results whose rows are still held. The others

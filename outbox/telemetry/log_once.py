@@ -39,10 +39,17 @@ class DownOnce:
         self.log.warning("%s is down: %s%s", self.part, error, suffix)
         return True
 
-    def ok(self, *, waiting: str = "") -> bool:
-        """A success; True (and one warning) only for the first after an outage."""
+    def ok(self, *, began: float | None = None, waiting: str = "") -> bool:
+        """A success; True (and one warning) only for the first after an outage.
+
+        ``began`` (this clock's time when the work started): a success of work begun
+        before the outage was noticed says nothing of now, and is not counted, or
+        another thread's late answer would announce the part back just after it went.
+        """
         with self._lock:
             if self.down_since is None:
+                return False
+            if began is not None and began < self.down_since:
                 return False
             took, failures = self.clock() - self.down_since, self.failures
             self.down_since, self.failures = None, 0

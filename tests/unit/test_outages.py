@@ -39,6 +39,31 @@ def test_down_once_says_down_once_and_back_once(caplog: pytest.LogCaptureFixture
     assert not part.is_down
 
 
+def test_a_success_of_work_begun_before_the_outage_is_not_back(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """One thread's answer arriving just after another thread saw Postgres go says
+    nothing about now: only work begun after the outage was noticed ends it."""
+    clock = Clock()
+    part = DownOnce(logging.getLogger("t"), "Postgres", clock=clock)
+    with caplog.at_level(logging.WARNING):
+        began_early = clock.now
+        clock.now = 1.0
+        assert part.failed("server closed the connection") is True
+        clock.now = 1.01
+        assert part.ok(began=began_early) is False  # the late answer
+        assert part.is_down
+        clock.now = 3.0
+        began = clock.now
+        clock.now = 3.2
+        assert part.ok(began=began) is True
+    lines = [r.getMessage() for r in caplog.records]
+    assert lines == [
+        "Postgres is down: server closed the connection",
+        "Postgres is back after 2.2s (1 failures meanwhile)",
+    ]
+
+
 def test_summary_logs_at_most_once_per_interval(caplog: pytest.LogCaptureFixture) -> None:
     clock = Clock()
     summary = Summary(logging.getLogger("t"), "emails returned", interval=10, clock=clock)
