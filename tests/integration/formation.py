@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -26,6 +27,28 @@ def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return int(probe.getsockname()[1])
+
+
+def honcho_base_port(processes: int) -> int:
+    """A base for honcho's ``PORT``s (base, base + 100, ...: one per Procfile line)
+    whose every port is free now, below the ephemeral range (32768 and up), where
+    an outgoing connection of another test could hold one."""
+    rng = random.Random()
+    for _ in range(200):
+        base = rng.randrange(10_000, 32_768 - 100 * processes, 100)
+        if all(_is_free(base + 100 * i) for i in range(processes)):
+            return base
+    raise AssertionError("no free range of ports for honcho between 10000 and 32767")
+
+
+def _is_free(port: int) -> bool:
+    with socket.socket() as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind(("0.0.0.0", port))
+        except OSError:
+            return False
+    return True
 
 
 def bare_env(**settings: str) -> dict[str, str]:
@@ -79,7 +102,11 @@ def health(name: str, env: Mapping[str, str]) -> subprocess.CompletedProcess[str
 
 
 def wait_until_healthy(names: list[str], env: Mapping[str, str], timeout: float = 60) -> None:
-    wait_until(lambda: all(health(n, env).returncode == 0 for n in names), timeout, interval=1)
+    try:
+        wait_until(lambda: all(health(n, env).returncode == 0 for n in names), timeout, 1)
+    except AssertionError:
+        answers = {n: (health(n, env).stdout + health(n, env).stderr).strip() for n in names}
+        raise AssertionError(f"not healthy within {timeout}s: {answers}") from None
 
 
 def login_code_delivered(settings: Settings, sink: SmtpSink, key: str) -> None:

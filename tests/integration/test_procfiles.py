@@ -14,8 +14,8 @@ from tests.integration.formation import (
     BIN,
     ROOT,
     bare_env,
-    free_port,
     health,
+    honcho_base_port,
     isolated,
     login_code_delivered,
     started,
@@ -49,7 +49,8 @@ def test_every_process_stays_up_and_a_login_code_goes_out(
         )
         env |= isolated(settings, tmp_path / "state")
         command = [str(BIN / "honcho"), "start", "-f", procfile, "-c", "release=0"]
-        command += ["-p", str(free_port() // 100 * 100 % 50000 + 10000)]  # honcho's PORTs
+        lines = len((ROOT / procfile).read_text().splitlines())
+        command += ["-p", str(honcho_base_port(lines))]  # honcho's PORTs
         log = tmp_path / "honcho.log"
         with started(command, env, log) as honcho:
             wait_until_healthy(PROBES[procfile], env)
