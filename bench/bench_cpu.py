@@ -375,7 +375,7 @@ def main() -> int:
     )
     args = parser.parse_args()
     began, load = time.monotonic(), os.getloadavg()[0]
-    with statements_postgres() as (server, postmaster, version), postfix_sink() as sink:
+    with statements_postgres() as (server, postmaster, _), postfix_sink() as sink:
         run.ADMIN_URL = server.url
         with psycopg.connect(server.url, autocommit=True) as admin:
             admin.execute(f"CREATE ROLE {MONITOR} LOGIN SUPERUSER")  # type: ignore[arg-type]
@@ -387,7 +387,7 @@ def main() -> int:
     relay = f"a relay answering after {args.reply_ms:g} ms" if args.reply_ms else "smtp-sink"
     print(
         f"{args.emails:,} emails into {relay}; the Procfile's two relays, 1 bulk worker process"
-        f" x {args.threads} threads; Redis broker; Postgres {version}\n"
+        f" x {args.threads} threads; Redis broker\n"
     )
     print(table(rows))
     print(
@@ -398,6 +398,7 @@ def main() -> int:
 
 
 def measure(args: argparse.Namespace, sink: tuple[str, int], postmaster: int) -> list[Row]:
+    """The raw limit, the drain, the raw limit again: the table's rows."""
     sink_url, sink_pid = sink
     messages = run.prerendered(sink_url, min(args.emails, 2000))
     raws = [raw_limit(sink_url, sink_pid, messages, args.emails)]
