@@ -69,6 +69,7 @@ ROLES = {  # Pipeline's process names
     "relay0-bulk": "relay, bulk (nice 10)",
     "email_bulk": "bulk worker",
 }
+STARTED = time.monotonic()
 # Statements under both figures, per email, are summed in one row.
 SHOWN_US, SHOWN_CALLS = 1.0, 0.01
 
@@ -99,6 +100,11 @@ class Raw:
 
 
 # ---------------------------------------------------------------- measuring
+
+
+def step(what: str) -> None:
+    """Progress on stderr, so that a long run shows where it is."""
+    print(f"{time.monotonic() - STARTED:6.1f} s  {what}", file=sys.stderr, flush=True)
 
 
 class ProcessMeter(CpuMeter):
@@ -232,6 +238,7 @@ def drain(
     spent when a tenth of the emails were sent and when all were."""
     name, smtp_url, smtp_pid = smtp
     settings = run.settings_for(url, smtp_url)
+    step(f"enqueueing {n:,} emails")
     run.fill(settings, n)
     monitor = psycopg.conninfo.make_conninfo(url, user=MONITOR)
     admin_url = psycopg.conninfo.make_conninfo(url, user=MONITOR, dbname="postgres")
@@ -249,8 +256,10 @@ def drain(
                 )
 
             marks: list[Snapshot] = []
+            step(f"draining them into {name}")
             wait_for_results(conn, n, lambda sent: marks.append(snapshot(sent)))
             end = snapshot(n)
+            step("drained")
         return steady_rate(conn), marks[0], end
 
 
@@ -374,7 +383,7 @@ def main() -> int:
         "--reply-ms", type=float, help="drain into bench/slow_relay.py answering this late"
     )
     args = parser.parse_args()
-    began, load = time.monotonic(), os.getloadavg()[0]
+    load = os.getloadavg()[0]
     with statements_postgres() as (server, postmaster, _), postfix_sink() as sink:
         run.ADMIN_URL = server.url
         with psycopg.connect(server.url, autocommit=True) as admin:
@@ -391,7 +400,7 @@ def main() -> int:
     )
     print(table(rows))
     print(
-        f"\nwall time {time.monotonic() - began:,.0f} s; load average (1 min) {load:.1f} at the"
+        f"\nwall time {time.monotonic() - STARTED:,.0f} s; load average (1 min) {load:.1f} at the"
         f" start, {os.getloadavg()[0]:.1f} at the end, on {os.cpu_count()} cores"
     )
     return 0
@@ -400,6 +409,7 @@ def main() -> int:
 def measure(args: argparse.Namespace, sink: tuple[str, int], postmaster: int) -> list[Row]:
     """The raw limit, the drain, the raw limit again: the table's rows."""
     sink_url, sink_pid = sink
+    step("the raw limit")
     messages = run.prerendered(sink_url, min(args.emails, 2000))
     raws = [raw_limit(sink_url, sink_pid, messages, args.emails)]
     conversation = None
@@ -409,9 +419,11 @@ def measure(args: argparse.Namespace, sink: tuple[str, int], postmaster: int) ->
             rate, start, end = drain(url, smtp, postmaster, args.emails, args.threads)
         else:
             with slow_relay(args.reply_ms) as (relay_url, relay_pid):
+                step("one message's conversation with the slow relay")
                 conversation = conversation_seconds(relay_url, messages, 50)
                 smtp = (f"slow relay, {args.reply_ms:g} ms", relay_url, relay_pid)
                 rate, start, end = drain(url, smtp, postmaster, args.emails, args.threads)
+    step("the raw limit again")
     raws.append(raw_limit(sink_url, sink_pid, messages, args.emails))
     raw = Raw(*(statistics.mean(figures) for figures in zip(*map(astuple, raws), strict=True)))
     processes, total = process_rows(rate, start, end)
