@@ -33,11 +33,9 @@ from pathlib import Path
 import psutil
 import psycopg
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import run  # type: ignore[import-not-found]
-
+from bench import run
 from outbox.testing.private_servers import PostgresServer
 
 # What each statement of the send path starts with or contains (queries.sql).
@@ -47,6 +45,25 @@ STATEMENTS = {
     "take": "locked_by = $1, locked_at = now()",
     "record": "INSERT INTO email_attempt",
 }
+
+
+@contextmanager
+def statements_postgres() -> Iterator[tuple[PostgresServer, int, str]]:
+    """A private, durable cluster with ``pg_stat_statements`` loaded, removed after
+    the block: (the server, its postmaster's pid, its version)."""
+    server = PostgresServer(
+        "-c shared_preload_libraries=pg_stat_statements -c fsync=on -c full_page_writes=on"
+        " -c max_connections=300"
+    )
+    try:
+        server.start()
+        with psycopg.connect(server.url, autocommit=True) as admin:
+            admin.execute("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
+            version = admin.execute("SHOW server_version").fetchone()
+        postmaster = int((server.data / "postmaster.pid").read_text().split()[0])
+        yield server, postmaster, str(version[0]) if version else "?"
+    finally:
+        server.destroy()
 
 
 @contextmanager
@@ -172,26 +189,16 @@ def main() -> int:
     parser.add_argument("--costs", action="store_true", help="per-email costs, one configuration")
     args = parser.parse_args()
     print(run.machine())
-    server = PostgresServer(
-        "-c shared_preload_libraries=pg_stat_statements -c fsync=on -c full_page_writes=on"
-        " -c max_connections=300"
-    )
-    try:
-        server.start()
-        with psycopg.connect(server.url, autocommit=True) as admin:
-            admin.execute("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
-            version = admin.execute("SHOW server_version").fetchone()
-        pid_file = server.data / "postmaster.pid"
-        postmaster = int(pid_file.read_text().split()[0])
+    with statements_postgres() as (server, postmaster, version):
         run.ADMIN_URL = server.url
         if args.costs:
             with run.smtp_sink() as (smtp_url, kind):
-                print(f"Postgres {version[0] if version else '?'} (private); sink: {kind}")
+                print(f"Postgres {version} (private); sink: {kind}")
                 measure_costs(server, postmaster, smtp_url, args.emails)
             return 0
         with run.smtp_sink() as (smtp_url, kind):
             print(
-                f"Postgres {version[0] if version else '?'} (private, fsync on); sink: {kind};"
+                f"Postgres {version} (private, fsync on); sink: {kind};"
                 f" {args.emails:,} emails per run"
             )
             print(
@@ -218,8 +225,6 @@ def main() -> int:
                             f"{share:>13}  |  {spent}",
                             flush=True,
                         )
-    finally:
-        server.destroy()
     return 0
 
 
