@@ -46,7 +46,7 @@ import psycopg
 
 from bench import run
 from bench.bench_delivery import postfix_sink, steady_rate
-from outbox.cli.worker_pools import pool_settings
+from outbox.cli.worker_pools import pool_settings, usable_cpus
 from outbox.testing.pipeline import Pipeline
 from outbox.transports.base import OutgoingMessage
 
@@ -189,7 +189,9 @@ def main() -> int:
     args = parser.parse_args()
     if importlib.util.find_spec("post_office") is None:
         raise SystemExit("django-post-office is missing: pip install -e '.[bench]'") from None
-    pool = pool_settings("bulk", os.environ, namespace="bench", metrics_host="127.0.0.1")
+    pool = pool_settings(
+        "bulk", os.environ, namespace="bench", metrics_host="127.0.0.1", cpus=usable_cpus()
+    )
     bulk = (pool.processes, pool.threads)
     load = os.getloadavg()[0]
     figures: dict[str, list[float]] = {"raw": [], "post_office": [], "outbox": [], "steady": []}

@@ -288,7 +288,11 @@ def parser() -> argparse.ArgumentParser:  # noqa: PLR0915 (one statement per com
     worker.set_defaults(process="worker")
     worker.add_argument("pool", choices=["high", "bulk", "all"])
     worker.add_argument(
-        "-p", "--processes", type=int, help="worker processes (default OUTBOX_WORKER_PROCESSES, 1)"
+        "-p",
+        "--processes",
+        type=int,
+        help="worker processes (default OUTBOX_HIGH_PROCESSES, 1; "
+        "OUTBOX_BULK_PROCESSES, one per CPU)",
     )
     worker.add_argument(
         "-t",

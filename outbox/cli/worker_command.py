@@ -39,6 +39,7 @@ def worker(settings: Settings, args: argparse.Namespace, out: Printer) -> Result
             os.environ,
             namespace=settings.namespace,
             metrics_host=settings.metrics_host,
+            cpus=worker_pools.usable_cpus(),
             processes=args.processes,
             threads=args.threads,
         )

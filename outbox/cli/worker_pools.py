@@ -4,6 +4,11 @@
 for its queue; ``outbox worker all`` runs the relay and both pools as children.
 Pure: the settings come from a mapping (the environment at the command's edge).
 
+A login-code pool is one process; a bulk pool has a process per CPU the host
+gives it (its CPU quota, where a container has one), since a process's sends
+are bound by its one interpreter: on two cores, two bulk processes drain a
+newsletter about a quarter faster at the same CPU per email (BENCHMARKS.md).
+
 Login codes get a short idle poll (5 ms) so they never wait on the broker
 consumer's backoff; bulk workers poll lazily and yield the CPU to the relay and
 to the login-code pool (niceness 10). Each pool's Dramatiq metrics have a port
@@ -13,6 +18,8 @@ the files of its directory: two pools must never share either.
 
 from __future__ import annotations
 
+import math
+import os
 import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -24,7 +31,9 @@ POOLS = ("high", "bulk")
 
 # name: (default, lowest, highest); every one is a whole number.
 _LIMITS: dict[str, tuple[int, int, int]] = {
-    "OUTBOX_WORKER_PROCESSES": (1, 1, 64),
+    "OUTBOX_WORKER_PROCESSES": (1, 1, 64),  # both pools, where a pool's own is not set
+    "OUTBOX_HIGH_PROCESSES": (1, 1, 64),
+    "OUTBOX_BULK_PROCESSES": (0, 1, 64),  # default: the CPUs (usable_cpus), shown as 0
     "OUTBOX_WORKER_THREADS": (8, 1, 256),
     "OUTBOX_WORKER_SHUTDOWN_SECONDS": (25, 1, 3600),
     "OUTBOX_HIGH_THREADS": (2, 1, 256),
@@ -88,18 +97,19 @@ def pool_settings(
     *,
     namespace: str,
     metrics_host: str,
+    cpus: int = 1,
     processes: int | None = None,
     threads: int | None = None,
 ) -> Pool:
     """Pool ``name``'s settings; ``processes`` and ``threads`` (the -p and -t flags) win
-    over the environment. A ConfigError names the first setting that cannot work."""
+    over the environment; ``cpus``: the host's (:func:`usable_cpus`), the bulk pool's
+    default processes. A ConfigError names the first setting that cannot work."""
     if name not in POOLS:
         raise ConfigError(f"unknown worker pool {name!r} (high, bulk or all)")
     prefix = f"OUTBOX_{name.upper()}_"
     return Pool(
         name=name,
-        processes=_flag("-p/--processes", processes)
-        or whole_number(environ, "OUTBOX_WORKER_PROCESSES"),
+        processes=_flag("-p/--processes", processes) or pool_processes(name, environ, cpus),
         threads=_flag("-t/--threads", threads) or whole_number(environ, "OUTBOX_WORKER_THREADS"),
         idle_poll_ms=whole_number(environ, prefix + "IDLE_POLL_MS"),
         niceness=whole_number(environ, prefix + "NICENESS"),
@@ -108,6 +118,35 @@ def pool_settings(
         metrics_dir=metrics_dir(environ, namespace) / name,
         shutdown_seconds=whole_number(environ, "OUTBOX_WORKER_SHUTDOWN_SECONDS"),
     )
+
+
+def pool_processes(name: str, environ: Mapping[str, str], cpus: int) -> int:
+    """The pool's own setting, else OUTBOX_WORKER_PROCESSES, else its default: one
+    for login codes, ``cpus`` (at most 64) for bulk mail."""
+    for setting in (f"OUTBOX_{name.upper()}_PROCESSES", "OUTBOX_WORKER_PROCESSES"):
+        if environ.get(setting, "").strip():
+            return whole_number(environ, setting)
+    return min(max(cpus, 1), 64) if name == "bulk" else 1
+
+
+def cpus_allowed(affinity: int, cpu_max: str | None) -> int:
+    """CPUs a process may use: those it may run on, within its cgroup's quota
+    (``cpu.max``: "QUOTA PERIOD" or "max PERIOD"), a part of one counting whole."""
+    if cpu_max:
+        quota, _, period = cpu_max.strip().partition(" ")
+        if quota != "max" and quota.isdigit() and period.isdigit() and int(period) > 0:
+            return max(1, min(affinity, math.ceil(int(quota) / int(period))))
+    return max(1, affinity)
+
+
+def usable_cpus(cpu_max_file: str = "/sys/fs/cgroup/cpu.max") -> int:
+    """This host's CPUs for this process (the edge of :func:`cpus_allowed`)."""
+    try:
+        with open(cpu_max_file, encoding="ascii") as f:
+            cpu_max: str | None = f.read()
+    except OSError:
+        cpu_max = None  # no cgroup v2 quota to honour
+    return cpus_allowed(len(os.sched_getaffinity(0)), cpu_max)
 
 
 def small_profile_threads(environ: Mapping[str, str], threads: int | None = None) -> dict[str, int]:
@@ -163,6 +202,9 @@ def shown(environ: Mapping[str, str]) -> list[tuple[str, str, bool]]:
     A value that cannot work is shown as given; ``outbox config check`` names it."""
     rows = []
     for name, (default, _, _) in _LIMITS.items():
+        if name == "OUTBOX_BULK_PROCESSES" and not environ.get(name, "").strip():
+            rows.append((name, f"{usable_cpus()} (the CPUs)", True))
+            continue
         try:
             value = str(whole_number(environ, name))
         except ConfigError:

@@ -28,6 +28,44 @@ def test_the_defaults_are_the_procfile_pools() -> None:
     ]  # fmt: skip
 
 
+def test_a_bulk_pool_has_a_process_per_cpu_and_a_login_code_pool_one() -> None:
+    assert pool("bulk", cpus=4).processes == 4
+    assert pool("high", cpus=4).processes == 1
+    assert pool("bulk", cpus=200).processes == 64  # the setting's own bound
+    # A pool's own setting, then both pools' setting, then the default.
+    both = {"OUTBOX_WORKER_PROCESSES": "3"}
+    assert (pool("high", both, cpus=4).processes, pool("bulk", both, cpus=4).processes) == (3, 3)
+    own = {**both, "OUTBOX_BULK_PROCESSES": "2", "OUTBOX_HIGH_PROCESSES": "5"}
+    assert (pool("high", own, cpus=4).processes, pool("bulk", own, cpus=4).processes) == (5, 2)
+
+
+@pytest.mark.parametrize(
+    ("affinity", "cpu_max", "cpus"),
+    [
+        (8, None, 8),  # no cgroup v2 file
+        (8, "max 100000\n", 8),  # no quota
+        (8, "200000 100000\n", 2),  # two cores' worth
+        (8, "50000 100000", 1),  # half a core is one process
+        (8, "150000 100000", 2),  # a part of one counts whole
+        (2, "800000 100000", 2),  # the quota cannot add CPUs the process may not run on
+        (4, "garbage", 4),
+        (4, "100000 0", 4),
+        (0, None, 1),
+    ],
+)
+def test_the_cpus_a_process_may_use_honour_its_cgroup_quota(
+    affinity: int, cpu_max: str | None, cpus: int
+) -> None:
+    assert worker_pools.cpus_allowed(affinity, cpu_max) == cpus
+
+
+def test_usable_cpus_reads_the_quota_file(tmp_path: Path) -> None:
+    quota = tmp_path / "cpu.max"
+    quota.write_text("100000 100000\n")
+    assert worker_pools.usable_cpus(str(quota)) == 1
+    assert worker_pools.usable_cpus(str(tmp_path / "missing")) >= 1
+
+
 def test_each_pool_has_a_metrics_directory_of_its_own_per_namespace() -> None:
     base = Path(tempfile.gettempdir()) / "outbox-metrics-shop"
     assert pool("high").metrics_dir == base / "high"
@@ -62,6 +100,8 @@ def test_dramatiq_reads_the_pool_s_settings_from_its_environment() -> None:
         ("OUTBOX_WORKER_THREADS", "0"),
         ("OUTBOX_WORKER_THREADS", "eight"),
         ("OUTBOX_WORKER_PROCESSES", "-1"),
+        ("OUTBOX_BULK_PROCESSES", "0"),
+        ("OUTBOX_HIGH_PROCESSES", "65"),
         ("OUTBOX_WORKER_SHUTDOWN_SECONDS", "0"),
         ("OUTBOX_HIGH_IDLE_POLL_MS", "0"),
         ("OUTBOX_BULK_NICENESS", "20"),
