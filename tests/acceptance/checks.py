@@ -13,8 +13,10 @@ import time
 from collections import Counter, defaultdict
 from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
+import psutil
 import psycopg
 
 from outbox import enqueue_many
@@ -331,6 +333,24 @@ def _story_of_a_duplicate(
                 f"row {row_id} events: {events}",
             ]
     return []
+
+
+def process_tree(pids: list[int]) -> set[int]:
+    """The processes ``pids`` and all their descendants: a failover must leave
+    the same ones running (no process restarted to get over it)."""
+    found = set(pids)
+    for pid in pids:
+        found |= {child.pid for child in psutil.Process(pid).children(recursive=True)}
+    return found
+
+
+def broker_outage_lines(log: Path) -> tuple[int, int, int]:
+    """Lines of a process's log saying the broker is down, back, and Dramatiq's
+    own retry lines."""
+    text = log.read_text(errors="replace")
+    down = text.count("the broker is down")
+    back = text.count("the broker is back")
+    return down, back, text.count("Consumer encountered a connection error")
 
 
 def report(scenario: str, **figures: Any) -> None:

@@ -16,7 +16,6 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-import psutil
 import pytest
 
 from outbox.broker import make_broker
@@ -26,6 +25,8 @@ from outbox.testing.sink import Behaviour
 from tests.acceptance.checks import (
     add_emails,
     assert_no_loss,
+    broker_outage_lines,
+    process_tree,
     query,
     report,
     timeline,
@@ -46,21 +47,6 @@ def cluster(tmp_path: Path) -> Iterator[RabbitCluster]:
         yield group.start()
     finally:
         group.close()
-
-
-def _process_tree(pids: list[int]) -> set[int]:
-    found = set(pids)
-    for pid in pids:
-        found |= {child.pid for child in psutil.Process(pid).children(recursive=True)}
-    return found
-
-
-def _outage_lines(log: Path) -> tuple[int, int, int]:
-    """Lines saying the broker is down, back, and Dramatiq's own retry lines."""
-    text = log.read_text(errors="replace")
-    down = text.count("the broker is down")
-    back = text.count("the broker is back")
-    return down, back, text.count("Consumer encountered a connection error")
 
 
 @pytest.mark.slow
@@ -94,7 +80,7 @@ def test_the_queue_leader_killed_mid_drain_loses_nothing(
     sink = rig.sink(lambda _a: Behaviour(delay=0.002))
     p = rig.pipeline(child_env(settings, sink.url), high=(1, 2), bulk=(1, 4))
     wait_until(lambda: len(sink.messages) >= 100, timeout(90), "sending under way")
-    processes = _process_tree([proc.pid for proc in p.procs.values()])
+    processes = process_tree([proc.pid for proc in p.procs.values()])
 
     cluster.kill(leader)
     killed = time.monotonic()
@@ -114,8 +100,8 @@ def test_the_queue_leader_killed_mid_drain_loses_nothing(
     swept = query(settings, "SELECT count(*) FROM email_event WHERE reason LIKE 'swept%%'")[0][0]
     new_leader = cluster.leader_of(wire_name(settings.namespace, "email_bulk"))
     still_running = {name: proc.poll() is None for name, proc in p.procs.items()}
-    after = _process_tree([proc.pid for proc in p.procs.values()])
-    outage_lines = {log.stem: _outage_lines(log) for log in sorted(rig.log_dir.glob("*.log"))}
+    after = process_tree([proc.pid for proc in p.procs.values()])
+    outage_lines = {log.stem: broker_outage_lines(log) for log in sorted(rig.log_dir.glob("*.log"))}
     report(
         "RabbitMQ cluster: the queues' leader killed",
         figures=figures,

@@ -19,7 +19,6 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-import psutil
 import pytest
 
 from outbox.config import Settings
@@ -27,6 +26,8 @@ from outbox.testing.sink import Behaviour
 from tests.acceptance.checks import (
     add_emails,
     assert_no_loss,
+    broker_outage_lines,
+    process_tree,
     query,
     report,
     timeline,
@@ -64,21 +65,6 @@ def _message_ids(group: SentinelGroup, port: int, namespace: str) -> set[bytes]:
         client.close()
 
 
-def _process_tree(pids: list[int]) -> set[int]:
-    found = set(pids)
-    for pid in pids:
-        found |= {child.pid for child in psutil.Process(pid).children(recursive=True)}
-    return found
-
-
-def _outage_lines(log: Path) -> tuple[int, int, int]:
-    """Lines saying the broker is down, back, and Dramatiq's own retry lines."""
-    text = log.read_text(errors="replace")
-    down = text.count("the broker is down")
-    back = text.count("the broker is back")
-    return down, back, text.count("Consumer encountered a connection error")
-
-
 @pytest.mark.slow
 def test_a_sentinel_failover_mid_drain_loses_nothing(
     sentinels: SentinelGroup, fault_settings: Settings, rig: Rig
@@ -99,7 +85,7 @@ def test_a_sentinel_failover_mid_drain_loses_nothing(
     sink = rig.sink(lambda _a: Behaviour(delay=0.002))
     p = rig.pipeline(child_env(settings, sink.url), high=(1, 2), bulk=(1, 4))
     wait_until(lambda: len(sink.messages) >= 100, timeout(60), "sending under way")
-    processes = _process_tree([proc.pid for proc in p.procs.values()])
+    processes = process_tree([proc.pid for proc in p.procs.values()])
 
     assert sentinels.link is not None
     sentinels.link.hold()
@@ -143,8 +129,8 @@ def test_a_sentinel_failover_mid_drain_loses_nothing(
         " WHERE reason = 'swept: queued, the broker lost its message'",
     )[0][0]
     still_running = {name: proc.poll() is None for name, proc in p.procs.items()}
-    after = _process_tree([proc.pid for proc in p.procs.values()])
-    outage_lines = {log.stem: _outage_lines(log) for log in sorted(rig.log_dir.glob("*.log"))}
+    after = process_tree([proc.pid for proc in p.procs.values()])
+    outage_lines = {log.stem: broker_outage_lines(log) for log in sorted(rig.log_dir.glob("*.log"))}
     report(
         "Redis Sentinel failover",
         figures=figures,
