@@ -402,9 +402,18 @@ HARD: Table = (
                 r" (?:is )?(?:currently )?unavailable",
                 ("unavailable",),
             ),
-            r"^\W*\d{3}[ -]<?[^\s@<>]+@[^\s<>]+?>?\s+rejected\W*$",
-            r"recipient address rejected\s*[.:]?\s*(?:\(in reply|$)",
-            Manual(r"(?:^|[\s#])5\.1\.0 address rejected", ("address rejected",)),
+            # A server's answer that names only the recipient as rejected -- its
+            # address, or the words "recipient" / "address" -- and says nothing else:
+            # "550 <a@b>: Recipient address rejected.", "550 5.1.0 Address rejected",
+            # "554 a@b rejected".  A reason after it ("...rejected: over quota") is read
+            # by the other rules; Postfix's "(in reply to ... command)" note may follow.
+            Manual(
+                r"(?:^|\s)\d{3}[ -](?:#?[245]\.\d{1,3}\.\d{1,3}\s+)?"
+                r"(?:<?[^\s@<>]+@[^\s<>]+?>?:?\s+(?:recipient\s+)?(?:address\s+)?"
+                r"|(?:recipient\s+)?address\s+|recipient\s+)"
+                r"rejected\W*(?:\(in reply to [^()]*\)\W*)?$",
+                ("rejected",),
+            ),
         ),
     ),
 )

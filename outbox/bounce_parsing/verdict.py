@@ -67,6 +67,8 @@ _MAILBOX_STATE = frozenset({Reason.MAILBOX_FULL, Reason.SUSPENDED})
 # mailbox / domain / route" until the sending MTA gave up.
 _GONE_FOR_GOOD = re.compile(r"^4\.(?:1\.(?:1|2|10)|4\.4)$")
 _ADDRESSING = re.compile(r"^\d\.1\.\d+$")
+# The address a server's answer opens with: reply code, optional enhanced code, address.
+_ANSWER_ADDRESS = re.compile(r"\s*\d{3}[ -](?:#?[245]\.\d{1,3}\.\d{1,3}\s+)?<?([^\s<>]+@[^\s<>]+)")
 # The generic policy codes many large providers put on any RCPT refusal.
 _GENERIC_POLICY = re.compile(r"^5\.7\.[01]$")
 
@@ -100,6 +102,7 @@ class _Facts:
     temporary: bool
     hosts: list[str]
     sole: bool
+    recipient: str
 
 
 def _as_reason(value: str | None) -> Reason | None:
@@ -155,6 +158,7 @@ def _facts(failure: Failure) -> _Facts | None:
         temporary=_temporary(delayed, code, reply),
         hosts=_hosts(failure),
         sole=failure.sole,
+        recipient=failure.recipient or "",
     )
 
 
@@ -220,8 +224,25 @@ def _receiver_says_gone(f: _Facts) -> bool:
 def _confirmed(f: _Facts) -> bool:
     """Do an X.1 code, the RCPT stage or the receiver's own verdict back the words?"""
     return (
-        bool(f.code and _ADDRESSING.match(f.code)) or f.stage == "rcpt" or (_receiver_says_gone(f))
+        bool(f.code and _ADDRESSING.match(f.code))
+        or f.stage == "rcpt"
+        or (f.stage is None and _answers_recipient(f))
+        or _receiver_says_gone(f)
     )
+
+
+def _answers_recipient(f: _Facts) -> bool:
+    """Does the server's answer open with this recipient's own address?
+
+    Servers echo the forward-path when they answer RCPT TO ("550 5.1.1 <a@b>...",
+    "550 <a@b>: Recipient address rejected"); an answer to MAIL FROM names the
+    sender, one to DATA the message.  So the echo places the refusal at the RCPT
+    stage when the notice does not say which command was refused.
+    """
+    if "@" not in f.recipient:
+        return False
+    match = _ANSWER_ADDRESS.match(f.diagnostic)
+    return match is not None and match.group(1).rstrip(".,:;>").lower() == f.recipient.lower()
 
 
 def _strong_unknown_user(f: _Facts) -> bool:

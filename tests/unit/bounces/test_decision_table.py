@@ -48,6 +48,11 @@ ROWS: list[tuple[str, str, dict[str, str | bool | None], str, str]] = [
         "user_unknown",
     ),
     ("D1", "550 Requested action not taken: mailbox unavailable", {}, "soft", "unconfirmed_user"),
+    # The answer opens with the recipient's own address: the reply to its RCPT TO.
+    ("D1", "553 a@example.net: mailbox unavailable", {}, "hard", "user_unknown"),
+    ("D1", "550 <a@example.net>: recipient rejected", {}, "hard", "user_unknown"),
+    ("D1", "550 5.1.0 Address rejected", {}, "hard", "user_unknown"),
+    ("D1", "550 Address rejected", {}, "soft", "unconfirmed_user"),
     (
         "D2",
         "SMTP error after MAIL FROM:<b@example.com>: 550 domain does not exist",

@@ -366,3 +366,40 @@ def test_au_names_the_mailbox_only_when_it_does_not_exist() -> None:
 def test_a_bare_report_code_gives_way_to_the_notices_specific_one() -> None:
     context = "550 5.1.1 <a@example.org>: Recipient address rejected: User unknown"
     assert verdict("", status="5.0.0", context=context) == ("hard", "user_unknown", "5.1.1")
+
+
+@pytest.mark.parametrize(
+    ("diagnostic", "fields", "expected"),
+    [
+        # The refused recipient's address alone, or "recipient" / "address", then
+        # "rejected" and nothing more: weak wording, hard once something backs it.
+        ("554 5.1.0 <a@example.net> rejected", {}, ("hard", "user_unknown")),
+        ("550 #5.1.0 Recipient rejected.", {}, ("hard", "user_unknown")),
+        (
+            "550 Recipient address rejected",
+            {"context": "remote host said: 550 Recipient address rejected (in reply to RCPT TO)"},
+            ("hard", "user_unknown"),
+        ),
+        ("550 a@example.net rejected", {}, ("hard", "user_unknown")),
+        # Unbacked: RFC 5321's 550 is also the policy refusal.
+        ("550 Recipient rejected", {}, ("soft", "unconfirmed_user")),
+        # Another mailbox's address opening the answer is no echo of this recipient.
+        ("550 <other@example.net> rejected", {}, ("soft", "unconfirmed_user")),
+        # Not the shape: nothing about the recipient, or a reason after the words.
+        ("550 Rejected", {}, ("soft", "policy")),
+        ("550 5.0.0 Recipient address rejected: greylisted", {}, ("soft", "policy")),
+        ("550 5.1.0 Address rejected: over quota", {}, ("soft", "mailbox_full")),
+        ("451 4.1.0 <a@example.net> rejected", {}, ("soft", "user_unknown")),
+    ],
+)
+def test_a_bare_refusal_of_the_recipient_is_weak_unknown_user_wording(
+    diagnostic: str, fields: dict[str, str], expected: tuple[str, str]
+) -> None:
+    assert verdict(diagnostic, **fields)[:2] == expected
+
+
+def test_an_answer_echoing_the_recipient_backs_weak_wording_only_when_no_stage_is_known() -> None:
+    text = "550 <a@example.net>: mailbox unavailable"
+    assert verdict(text)[:2] == ("hard", "user_unknown")
+    # The notice says the refusal came after DATA: the echo does not move it to RCPT.
+    assert verdict(text, context=">>> DATA\n<<< " + text)[:2] == ("soft", "unconfirmed_user")
