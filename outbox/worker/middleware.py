@@ -15,7 +15,7 @@ from opentelemetry import context, propagate, trace
 from opentelemetry.trace import Span, SpanKind
 
 from outbox.telemetry.setup import setup_tracing
-from outbox.telemetry.tracing import record_failure, tracer
+from outbox.telemetry.tracing import is_tracing, record_failure, tracer
 
 
 class ShutdownSignal(dramatiq.Middleware):
@@ -68,6 +68,8 @@ class Tracing(dramatiq.Middleware):
         setup_tracing(self.service_name)
 
     def before_process_message(self, broker: dramatiq.Broker, message: MessageProxy) -> None:
+        if not is_tracing():
+            return  # a no-op span and its context would cost each message for nothing
         parent = propagate.extract(message.options.get("otel") or {})
         span = tracer.start_span(
             f"process {message.queue_name}",

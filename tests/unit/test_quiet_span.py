@@ -35,3 +35,12 @@ def test_with_a_tracer_provider_a_failure_is_recorded_by_its_type_only(
         ("exception", {"exception.type": "KeyError"})
     ]
     assert "a@example.org" not in repr(second.to_json())
+
+
+def test_tracing_is_on_only_with_a_tracer_provider_installed(
+    monkeypatch: pytest.MonkeyPatch, spans: InMemorySpanExporter
+) -> None:
+    assert tracing.is_tracing()  # the fixture installed the SDK's
+    for no_op in (trace.ProxyTracerProvider, trace.NoOpTracerProvider):
+        monkeypatch.setattr(tracing.trace, "get_tracer_provider", no_op)
+        assert not tracing.is_tracing()

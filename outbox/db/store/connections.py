@@ -11,11 +11,14 @@ means the connection is gone.
 from __future__ import annotations
 
 import contextlib
+import json
 from collections.abc import Iterator
 from typing import Any
 
+import orjson
 import psycopg
 import psycopg.conninfo
+from psycopg.types.json import set_json_loads
 from psycopg_pool import ConnectionPool, PoolTimeout
 
 from outbox.errors import PoolExhausted, SchemaMissing, StoreError
@@ -111,6 +114,24 @@ def check_writable(conn: Conn) -> None:
         raise psycopg.OperationalError("the server takes no writes (a standby?)")
 
 
+def _json_loads(data: str | bytes) -> Any:
+    """A json or jsonb value: Outbox writes them with orjson, which reads them back as
+    written in a tenth of the time of the json module (on a worker, four per row).
+    What orjson refuses, a number past a double's range written by other means, is
+    read by json as before."""
+    try:
+        return orjson.loads(data)
+    except orjson.JSONDecodeError:
+        return json.loads(data)
+
+
+def read_json_fast(conn: Conn) -> None:
+    """The pool's set-up of each new connection: json and jsonb read by orjson.
+    Per connection, not psycopg's global default, which the application's own
+    connections share."""
+    set_json_loads(_json_loads, conn)
+
+
 def transaction_failed(conn: Conn) -> bool:
     """The transaction hit an error: Postgres will commit none of it."""
     return conn.info.transaction_status == psycopg.pq.TransactionStatus.INERROR
@@ -157,6 +178,7 @@ class Pool:
             max_size=max_size,
             timeout=timeout,
             check=check_writable,
+            configure=read_json_fast,
             name=name,
             open=True,
             kwargs={} if prepare else {"prepare_threshold": None},
