@@ -71,9 +71,13 @@ def connect(
             prepare_threshold=5 if prepare else None,
         )
         if generic_plans and prepare:
-            conn.execute("SET plan_cache_mode = force_generic_plan")
-            if not autocommit:
-                conn.commit()
+            try:
+                conn.execute("SET plan_cache_mode = force_generic_plan")
+                if not autocommit:
+                    conn.commit()
+            except BaseException:
+                conn.close()
+                raise
         return conn
 
 
