@@ -160,6 +160,7 @@ class Delivery:
                 autocommit=True,
                 timeout=settings.pool_timeout,
                 prepare=settings.prepared_statements == "on",
+                generic_plans=True,  # its statements find their rows by id
             ),
             max_age_seconds=settings.max_age_seconds,
             postgres=self.postgres,

@@ -55,6 +55,28 @@ def _sent(
     )
 
 
+def test_a_writer_that_prepares_plans_once_and_records_alike(settings: Settings) -> None:
+    """The worker's result writer plans its statements once (prepared statements
+    on); without prepared statements the server's default stays."""
+    with (
+        connections.connect(settings.database_url, autocommit=True, generic_plans=True) as conn,
+        connections.connect(
+            settings.database_url, autocommit=True, prepare=False, generic_plans=True
+        ) as plain,
+        pool(settings) as conn_pool,
+    ):
+        assert conn.execute("SHOW plan_cache_mode").fetchone() == ("force_generic_plan",)
+        assert plain.execute("SHOW plan_cache_mode").fetchone() == ("auto",)
+        ids = _taken(settings, conn_pool, 12, "w1")
+        # More calls than psycopg makes before it prepares the statement.
+        for start in range(0, 12, 2):
+            group = ids[start : start + 2]
+            assert results.record_results(conn, [("w1", _sent(i)) for i in group]) == set(group)
+    sent = query(settings, "SELECT count(*) FROM email_outbox WHERE status = 'sent'")
+    attempts = query(settings, "SELECT count(*) FROM email_attempt WHERE verdict = 'sent'")
+    assert (sent, attempts) == ([(12,)], [(12,)])
+
+
 _OPEN: list[ResultCommitter] = []
 
 

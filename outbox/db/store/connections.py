@@ -49,17 +49,39 @@ def translate_errors() -> Iterator[None]:
 
 
 def connect(
-    url: str, *, autocommit: bool = False, timeout: float = 10.0, prepare: bool = True
+    url: str,
+    *,
+    autocommit: bool = False,
+    timeout: float = 10.0,
+    prepare: bool = True,
+    generic_plans: bool = False,
 ) -> Conn:
     """A connection of its own, for the processes that keep one (metrics, LISTEN, CLI,
-    a worker's result writer); ``prepare=False`` behind PgBouncer's transaction mode."""
+    a worker's result writer); ``prepare=False`` behind PgBouncer's transaction mode.
+
+    ``generic_plans``: prepared statements are planned once, not per call.
+    Postgres plans one again for each call while the plan for its values looks
+    cheaper than the generic one, as it always does for a few rows found by an
+    array of ids (three ids cost less than the ten a generic plan assumes),
+    though both read the primary key: planning the result writer's statement
+    costs more than running it. For connections whose statements all find
+    rows by id; without prepared statements nothing is planned once."""
     with translate_errors():
-        return psycopg.connect(
+        conn = psycopg.connect(
             url,
             autocommit=autocommit,
             connect_timeout=max(1, int(timeout)),
             prepare_threshold=5 if prepare else None,
         )
+        if generic_plans and prepare:
+            try:
+                conn.execute("SET plan_cache_mode = force_generic_plan")
+                if not autocommit:
+                    conn.commit()
+            except BaseException:
+                conn.close()
+                raise
+        return conn
 
 
 def libpq_keywords() -> frozenset[str]:

@@ -42,8 +42,8 @@ ORDER BY id DESC LIMIT %(limit)s;
 -- console_find_to --
 -- Emails to one address, newest first, below a keyset cursor: settled rows
 -- (sent, parked, cancelled) through the index of the address's keyed hash,
--- rows in flight through the unsent index (read whole: as many as the unsent
--- backlog; lower() is cheaper per row than the hash).
+-- unsent rows through the pending and the in-flight indexes (read whole: as
+-- many as the unsent backlog; lower() is cheaper per row than the hash).
 SELECT * FROM (
     (SELECT id, idempotency_key, recipient, template, priority, status, status_reason, attempts,
             created_at, sent_at, tags, cc
@@ -56,8 +56,14 @@ SELECT * FROM (
     (SELECT id, idempotency_key, recipient, template, priority, status, status_reason, attempts,
             created_at, sent_at, tags, cc
      FROM email_outbox
+     WHERE lower(recipient) = lower(%(address)s) AND id < %(before)s AND status = 'pending'
+     ORDER BY id DESC LIMIT %(limit)s)
+    UNION ALL
+    (SELECT id, idempotency_key, recipient, template, priority, status, status_reason, attempts,
+            created_at, sent_at, tags, cc
+     FROM email_outbox
      WHERE lower(recipient) = lower(%(address)s) AND id < %(before)s
-       AND status IN ('pending', 'queued', 'sending')
+       AND status IN ('queued', 'sending')
      ORDER BY id DESC LIMIT %(limit)s)
 ) AS found
 ORDER BY id DESC LIMIT %(limit)s;

@@ -20,16 +20,20 @@ GROUP BY 1 ORDER BY 2 DESC, 1;
 
 -- oldest_unsent --
 -- Age in seconds of the oldest unsent row per priority (from enqueue, the last
--- requeue or the time it was scheduled for; 0 while only scheduled rows wait),
--- read from the head of the email_outbox_unsent_from index.
-SELECT p.priority, greatest(extract(epoch FROM now() - oldest.at), 0)::float8
-FROM (VALUES ('high'), ('bulk')) AS p (priority)
-CROSS JOIN LATERAL (
-    SELECT greatest(created_at, requeued_at, send_at) AS at FROM email_outbox
-    WHERE status IN ('pending', 'queued', 'sending') AND priority = p.priority
-    ORDER BY greatest(created_at, requeued_at, send_at)
-    LIMIT 1
-) AS oldest;
+-- requeue or the time it was scheduled for; 0 while only scheduled rows wait):
+-- the head of the email_outbox_unsent_pending index, or an older row in
+-- flight (through the in-flight index, at most OUTBOX_MAX_IN_FLIGHT rows).
+SELECT priority, greatest(extract(epoch FROM now() - at), 0)::float8
+FROM (
+    SELECT p.priority, least(
+        (SELECT greatest(created_at, requeued_at, send_at) FROM email_outbox
+         WHERE status = 'pending' AND priority = p.priority
+         ORDER BY greatest(created_at, requeued_at, send_at) LIMIT 1),
+        (SELECT min(greatest(created_at, requeued_at, send_at)) FROM email_outbox
+         WHERE status IN ('queued', 'sending') AND priority = p.priority)) AS at
+    FROM (VALUES ('high'), ('bulk')) AS p (priority)
+) AS oldest
+WHERE at IS NOT NULL;
 
 -- status_counts_by_prefix --
 -- Rows per status and priority among keys that start with a prefix (one demo run).
@@ -38,6 +42,10 @@ WHERE idempotency_key LIKE %(prefix)s || '%%'
 GROUP BY status, priority ORDER BY 1, 2;
 
 -- unsent_counts --
--- Rows not yet sent per priority (the email_outbox_unsent_age index): what waits.
-SELECT priority, count(*) FROM email_outbox
-WHERE status IN ('pending', 'queued', 'sending') GROUP BY 1;
+-- Rows not yet sent per priority (the pending and the in-flight indexes): what waits.
+SELECT priority, count(*) FROM (
+    SELECT priority FROM email_outbox WHERE status = 'pending'
+    UNION ALL
+    SELECT priority FROM email_outbox WHERE status IN ('queued', 'sending')
+) AS unsent
+GROUP BY 1;

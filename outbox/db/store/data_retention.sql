@@ -69,13 +69,14 @@ SELECT pg_advisory_unlock(%(lock)s, hashtext(%(schema)s));
 -- an email not yet sent will not be. One event per row says so, without the
 -- address. Returns the rows' ids.
 WITH rows AS (
-    -- Settled rows through the index of the address's keyed hash, rows in
-    -- flight through the unsent index (one status list or the other: a row
-    -- sent meanwhile is locked as it now is, and still matches).
+    -- Settled rows through the index of the address's keyed hash, unsent rows
+    -- through the pending and the in-flight indexes (one status list or
+    -- another: a row sent meanwhile is locked as it now is, and still matches).
     SELECT id, status, idempotency_key, message_id, content_hash, created_at FROM email_outbox
     WHERE (email_recipient_hash(recipient) = email_recipient_hash(%(address)s)
            AND status IN ('sent', 'failed', 'dead', 'held', 'suppressed', 'cancelled'))
-       OR (lower(recipient) = lower(%(address)s) AND status IN ('pending', 'queued', 'sending'))
+       OR (lower(recipient) = lower(%(address)s) AND status = 'pending')
+       OR (lower(recipient) = lower(%(address)s) AND status IN ('queued', 'sending'))
     FOR UPDATE
 ), keys AS (
     INSERT INTO email_key_tombstone (key_hash, outbox_id, message_id, content_prefix, created_at)

@@ -43,7 +43,8 @@ SELECT recipient FROM email_outbox WHERE id = %(id)s;
 
 -- find_messages_to --
 -- The latest rows to one address (support's lookup): settled rows through the
--- index of the address's keyed hash, rows in flight through the unsent index.
+-- index of the address's keyed hash, unsent rows through the pending and the
+-- in-flight indexes.
 SELECT id, idempotency_key, recipient, template, params, message_id, priority, status,
        status_reason, attempts, next_attempt_at, locked_by, locked_at, last_error,
        provider_message_id, created_at, queued_at, sent_at, failed_at, requeued_at,
@@ -59,7 +60,11 @@ WHERE id IN (
     UNION ALL
     -- Unindexed by address: lower() is cheaper per row than the hash.
     (SELECT id FROM email_outbox
-     WHERE lower(recipient) = lower(%(address)s) AND status IN ('pending', 'queued', 'sending')
+     WHERE lower(recipient) = lower(%(address)s) AND status = 'pending'
+     ORDER BY id DESC LIMIT %(limit)s)
+    UNION ALL
+    (SELECT id FROM email_outbox
+     WHERE lower(recipient) = lower(%(address)s) AND status IN ('queued', 'sending')
      ORDER BY id DESC LIMIT %(limit)s)
 )
 ORDER BY id DESC LIMIT %(limit)s;

@@ -110,12 +110,15 @@ GROUP BY 1, 2;
 
 -- metrics_heads --
 -- Per priority: age of the oldest unsent row and of the oldest due pending row
--- (0 when none), each the first entry of a partial index.
+-- (0 when none), each the first entry of a partial index; an unsent row may
+-- also be in flight (the in-flight index, at most OUTBOX_MAX_IN_FLIGHT rows).
 SELECT p.priority,
-       greatest(coalesce(extract(epoch FROM now() - (
-           SELECT greatest(created_at, requeued_at, send_at) FROM email_outbox
-           WHERE status IN ('pending', 'queued', 'sending') AND priority = p.priority
-           ORDER BY greatest(created_at, requeued_at, send_at) LIMIT 1)), 0), 0)::float8,
+       greatest(coalesce(extract(epoch FROM now() - least(
+           (SELECT greatest(created_at, requeued_at, send_at) FROM email_outbox
+            WHERE status = 'pending' AND priority = p.priority
+            ORDER BY greatest(created_at, requeued_at, send_at) LIMIT 1),
+           (SELECT min(greatest(created_at, requeued_at, send_at)) FROM email_outbox
+            WHERE status IN ('queued', 'sending') AND priority = p.priority))), 0), 0)::float8,
        greatest(coalesce(extract(epoch FROM now() - (
            SELECT min(next_attempt_at) FROM email_outbox
            WHERE status = 'pending' AND priority = p.priority)), 0), 0)::float8

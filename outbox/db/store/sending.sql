@@ -10,10 +10,13 @@ SELECT id FROM email_outbox WHERE id = ANY(%(ids)s) ORDER BY id FOR UPDATE;
 -- take_for_sending --
 -- Move published rows to sending; a row not in queued (already sent, in flight
 -- elsewhere, or swept back) is left out, so a duplicate delivery sends nothing.
+-- The status is tested in a CASE so that the rows are found by their ids: a
+-- plain status = 'queued' lets the planner read the in-flight partial index,
+-- which it counts small, whole: every row in flight and every dead entry.
 UPDATE email_outbox
 SET status = 'sending', status_reason = 'taken by worker', attempts = attempts + 1,
     locked_by = %(worker)s, locked_at = now()
-WHERE id = ANY(%(ids)s) AND status = 'queued'
+WHERE id = ANY(%(ids)s) AND CASE status WHEN 'queued' THEN true ELSE false END
 RETURNING id, idempotency_key, recipient, template, params, message_id, priority, attempts,
           created_at, greatest(created_at, requeued_at, send_at) AS age_from, template_version,
           trace_context,
@@ -30,8 +33,8 @@ SELECT id,    idempotency_key, recipient, template, params, message_id, priority
        sender, coalesce(reply_to, '{}'), subject, body_text, body_html,
        coalesce(headers, '[]'), coalesce(tags, '{}'), coalesce(metadata, '{}'),
        coalesce(cc, '{}'), coalesce(bcc, '{}'), locale, coalesce(attachments, '[]')
-FROM email_outbox
-WHERE id = ANY(%(ids)s) AND status = 'sending' AND locked_by = %(worker)s;
+FROM email_outbox  -- CASE: see take_for_sending
+WHERE id = ANY(%(ids)s) AND CASE status WHEN 'sending' THEN locked_by END = %(worker)s;
 
 -- release_unattempted --
 -- Hand back rows a worker took but never tried (shutdown, deadline); the
@@ -40,7 +43,8 @@ WHERE id = ANY(%(ids)s) AND status = 'sending' AND locked_by = %(worker)s;
 UPDATE email_outbox
 SET status = 'pending', status_reason = %(reason)s, attempts = attempts - 1,
     locked_by = NULL, locked_at = NULL
-WHERE id = ANY(%(ids)s) AND status = 'sending' AND locked_by = %(worker)s;
+WHERE id = ANY(%(ids)s)  -- CASE: see take_for_sending
+  AND CASE status WHEN 'sending' THEN locked_by END = %(worker)s;
 
 -- defer_paced --
 -- Hand back rows a worker took but may not send yet: their receiver's rate
@@ -55,7 +59,8 @@ SET status = 'pending', status_reason = p.reason, attempts = o.attempts - 1,
     next_attempt_at = now() + make_interval(secs => p.delay_seconds),
     locked_by = NULL, locked_at = NULL
 FROM paced p
-WHERE o.id = p.id AND o.status = 'sending' AND o.locked_by = %(worker)s;
+WHERE o.id = p.id  -- CASE: see take_for_sending
+  AND CASE o.status WHEN 'sending' THEN o.locked_by END = %(worker)s;
 
 -- find_template_version --
 -- A stored template version, for a row enqueued before the directory changed.
