@@ -13,15 +13,12 @@ from __future__ import annotations
 
 import html
 import re
-from collections.abc import Iterator
 
 ALLOWED = frozenset({"http", "https", "mailto", "tel", "cid"})
-_URL_ATTRIBUTE_SOURCE = (
-    r"""\s(?:href|src|action|formaction|background|poster|xlink:href)\s*=\s*"""
-    r"""("[^"]*"|'[^']*'|[^\s>]+)"""
-)
-_URL_ATTRIBUTE = re.compile(_URL_ATTRIBUTE_SOURCE, re.IGNORECASE)
-_URL_ATTRIBUTE_LOWERCASE = re.compile(_URL_ATTRIBUTE_SOURCE)
+_NAMES = ("href", "src", "action", "formaction", "background", "poster", "xlink:href")
+_VALUE_SOURCE = r"""\s*=\s*("[^"]*"|'[^']*'|[^\s>]+)"""
+_URL_ATTRIBUTE = re.compile(r"\s(?:" + "|".join(_NAMES) + ")" + _VALUE_SOURCE, re.IGNORECASE)
+_VALUE = re.compile(_VALUE_SOURCE)
 _IGNORED = re.compile(r"[\t\n\r]")
 _SCHEME = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*):")
 _LEADING = "".join(chr(c) for c in range(0x21))  # C0 controls and space
@@ -37,16 +34,31 @@ def disallowed_scheme(rendered: str) -> str | None:
     return None
 
 
-def _url_values(rendered: str) -> Iterator[str]:
-    """The value of each URL attribute, as written.
+def _url_values(rendered: str) -> list[str]:
+    """The value of each URL attribute, as written, in the order of the text.
 
-    ASCII text, the common case, is searched lowered without IGNORECASE, in
-    about two thirds of the time on a whole HTML part: lowering ASCII moves no
-    character, so each value is cut from the text at the place found.
+    ASCII text, the common case, is lowered (which moves no character) and
+    each attribute name found with ``str.find``, which runs through a whole
+    HTML part in a fraction of the time the regular expression's engine takes
+    to try its alternatives at every space. What it finds is what the
+    expression finds: a name after a space, then ``=`` and a value, read left
+    to right, a match never starting inside the one before.
     """
     if not rendered.isascii():
-        return (found.group(1) for found in _URL_ATTRIBUTE.finditer(rendered))
-    return (
-        rendered[found.start(1) : found.end(1)]
-        for found in _URL_ATTRIBUTE_LOWERCASE.finditer(rendered.lower())
-    )
+        return [found.group(1) for found in _URL_ATTRIBUTE.finditer(rendered)]
+    lowered = rendered.lower()
+    found: list[tuple[int, int, int]] = []  # (space before the name, value start, value end)
+    for name in _NAMES:
+        at = lowered.find(name, 1)
+        while at != -1:
+            if lowered[at - 1].isspace():
+                value = _VALUE.match(lowered, at + len(name))
+                if value:
+                    found.append((at - 1, value.start(1), value.end(1)))
+            at = lowered.find(name, at + 1)
+    values, reached = [], 0
+    for space, start, end in sorted(found):
+        if space >= reached:
+            values.append(rendered[start:end])
+            reached = end
+    return values

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
-import pytest
+import re
 
-from outbox.message.links import disallowed_scheme
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from outbox.message.links import _url_values, disallowed_scheme
 
 # The same link in an ASCII document and in one with a non-ASCII character,
 # which is searched without lowering it first.
@@ -32,3 +36,21 @@ def test_an_allowed_link_before_a_refused_one_does_not_hide_it() -> None:
     html = '<a href="https://shop.example/">a</a>\n<a href="javascript:x">b</a>'
     assert disallowed_scheme(html) == "javascript"
     assert disallowed_scheme(html + "é") == "javascript"
+
+
+# What the finder must agree with on any ASCII text: the one regular expression
+# it replaces for speed, run over the lowered text.
+_ONE_EXPRESSION = re.compile(
+    r"""\s(?:href|src|action|formaction|background|poster|xlink:href)\s*=\s*"""
+    r"""("[^"]*"|'[^']*'|[^\s>]+)"""
+)
+_PIECES = [" ", "\t", "\n", "href", "HREF", "src", "srcset", "action", "formaction",
+           "background", "poster", "xlink:href", "XLink:Href", "=", " = ", '"', "'", ">",
+           "<a", "javascript:", "http:", "x", "data:", "&#x09;"]  # fmt: skip
+
+
+@given(st.lists(st.sampled_from(_PIECES), max_size=30))
+def test_the_finder_reads_the_values_the_one_expression_reads(pieces: list[str]) -> None:
+    text = "".join(pieces)
+    expected = [text[m.start(1) : m.end(1)] for m in _ONE_EXPRESSION.finditer(text.lower())]
+    assert _url_values(text) == expected
