@@ -26,7 +26,8 @@ def seconds_to_next_due(conn: Conn, priority: str) -> float | None:
     return None if row is None or row[0] is None else float(row[0])
 
 
-@dataclass(frozen=True, slots=True)
+# Not frozen: one is built per row claimed (see sending.OutboxRow).
+@dataclass(slots=True)
 class Claimed:
     id: int
     trace_context: str | None

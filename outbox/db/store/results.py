@@ -20,7 +20,8 @@ from outbox.db.store.texts import storable_text
 queries = load_queries(__name__)
 
 
-@dataclass(frozen=True, slots=True)
+# Not frozen: one is built per attempt (see OutboxRow).
+@dataclass(slots=True)
 class AttemptRecord:
     """One attempt and the row state it leads to (a row of record_results)."""
 
