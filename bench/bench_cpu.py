@@ -8,7 +8,8 @@ One run prints one table:
    this client's thread, and the sink (psutil).
 2. **Outbox end to end.** ``--emails`` newsletter emails (``enqueue_many``,
    not measured) drained by the Procfile's relays (one for high priority, a
-   niced one for bulk) and one bulk worker process x ``--threads`` into the
+   niced one for bulk) and ``--processes`` bulk worker processes x ``--threads``
+   (by default one, as the issue's baseline; ``--processes 0``: the pool's default) into the
    same sink, or with ``--reply-ms`` into ``bench/slow_relay.py``, which answers
    each SMTP command that many milliseconds late. Measured from the moment a
    tenth of the emails are sent to the last (start-up left out): emails/s
@@ -26,7 +27,7 @@ connections log in as another role and count in neither its CPU nor its
 statements. Statements are tracked at the top level: a trigger's work counts
 in the statement that fired it. Redis is the machine's server, counted whole.
 
-    python -m bench.bench_cpu [--emails 20000] [--threads 8] [--reply-ms 2|20]
+    python -m bench.bench_cpu [--emails 20000] [--processes 1] [--threads 8] [--reply-ms 2|20]
 """
 
 from __future__ import annotations
@@ -56,6 +57,7 @@ from bench.bench_delivery import (
     wait_for_results,
 )
 from bench.bench_scale import statements_postgres
+from outbox.cli.worker_pools import pool_processes, usable_cpus
 from outbox.db.sql import load_queries
 from outbox.testing.pipeline import Pipeline
 from outbox.transports.base import OutgoingMessage
@@ -232,7 +234,7 @@ def conversation_seconds(relay_url: str, messages: list[OutgoingMessage], count:
 
 
 def drain(
-    url: str, smtp: tuple[str, str, int], postmaster: int, n: int, threads: int
+    url: str, smtp: tuple[str, str, int], postmaster: int, n: int, bulk: tuple[int, int]
 ) -> tuple[float, Snapshot, Snapshot]:
     """Emails/s into ``smtp`` (what it is, its url, its pid), and what had been
     spent when a tenth of the emails were sent and when all were."""
@@ -245,7 +247,7 @@ def drain(
     with psycopg.connect(monitor, autocommit=True) as conn:
         conn.execute("VACUUM (FREEZE, ANALYZE)")  # the enqueue's clean-up is not the drain's
         env = {**settings.to_env(), "OUTBOX_LOG_LEVEL": "WARNING"}
-        pipeline = Pipeline(env, high=(0, 0), bulk=(1, threads), split_relays=True)
+        pipeline = Pipeline(env, high=(0, 0), bulk=bulk, split_relays=True)
         with psycopg.connect(admin_url, autocommit=True) as admin, pipeline:
             meter = ProcessMeter(pipeline, (name, smtp_pid), postmaster, conn)
             database = conn.info.dbname
@@ -359,10 +361,11 @@ def ratio_rows(
             us=against(total, f"{total:,.0f}", "<= 900" if sink else None)),
     ]  # fmt: skip
     if conversation is not None:
-        allowed = args.threads / conversation
+        allowed = args.processes * args.threads / conversation
         share = rate / allowed
         rows += [
-            row(f"· what {args.threads} threads allow: {args.threads} ÷ {conversation * 1e3:.1f} ms"
+            row(f"· what {args.processes} x {args.threads} threads allow:"
+                f" {args.processes * args.threads} ÷ {conversation * 1e3:.1f} ms"
                 " per message", f"{allowed:,.0f}"),
             row("· Outbox emails/s ÷ what the threads allow (target ≥ 90 % at 20 ms)",
                 against(share, f"{share * 100:.0f} %", ">= 0.9" if args.reply_ms == 20 else None)),
@@ -380,9 +383,14 @@ def main() -> int:
     parser.add_argument("--emails", type=int, default=20_000, help="emails drained")
     parser.add_argument("--threads", type=int, default=8, help="threads of the bulk worker")
     parser.add_argument(
+        "--processes", type=int, default=1, help="bulk worker processes (0: the pool's default)"
+    )
+    parser.add_argument(
         "--reply-ms", type=float, help="drain into bench/slow_relay.py answering this late"
     )
     args = parser.parse_args()
+    if args.processes == 0:
+        args.processes = pool_processes("bulk", os.environ, usable_cpus())
     load = os.getloadavg()[0]
     with statements_postgres() as (server, postmaster, _), postfix_sink() as sink:
         run.ADMIN_URL = server.url
@@ -395,8 +403,8 @@ def main() -> int:
             run.forget_namespaces()
     relay = f"a relay answering after {args.reply_ms:g} ms" if args.reply_ms else "smtp-sink"
     print(
-        f"{args.emails:,} emails into {relay}; the Procfile's two relays, 1 bulk worker process"
-        f" x {args.threads} threads; Redis broker\n"
+        f"{args.emails:,} emails into {relay}; the Procfile's two relays,"
+        f" {args.processes} bulk worker process(es) x {args.threads} threads; Redis broker\n"
     )
     print(table(rows))
     print(
@@ -409,6 +417,7 @@ def main() -> int:
 def measure(args: argparse.Namespace, sink: tuple[str, int], postmaster: int) -> list[Row]:
     """The raw limit, the drain, the raw limit again: the table's rows."""
     sink_url, sink_pid = sink
+    bulk = (args.processes, args.threads)
     step("the raw limit")
     messages = run.prerendered(sink_url, min(args.emails, 2000))
     raws = [raw_limit(sink_url, sink_pid, messages, args.emails)]
@@ -416,13 +425,13 @@ def measure(args: argparse.Namespace, sink: tuple[str, int], postmaster: int) ->
     with run.database("cpu") as url:
         if args.reply_ms is None:
             smtp = ("smtp-sink", sink_url, sink_pid)
-            rate, start, end = drain(url, smtp, postmaster, args.emails, args.threads)
+            rate, start, end = drain(url, smtp, postmaster, args.emails, bulk)
         else:
             with slow_relay(args.reply_ms) as (relay_url, relay_pid):
                 step("one message's conversation with the slow relay")
                 conversation = conversation_seconds(relay_url, messages, 50)
                 smtp = (f"slow relay, {args.reply_ms:g} ms", relay_url, relay_pid)
-                rate, start, end = drain(url, smtp, postmaster, args.emails, args.threads)
+                rate, start, end = drain(url, smtp, postmaster, args.emails, bulk)
     step("the raw limit again")
     raws.append(raw_limit(sink_url, sink_pid, messages, args.emails))
     raw = Raw(*(statistics.mean(figures) for figures in zip(*map(astuple, raws), strict=True)))
