@@ -368,7 +368,7 @@ def report(now: dict[str, Any], base: dict[str, Any] | None) -> None:
     head = [
         "family (corpus engines)",
         "records",
-        "phrase rules only it matches",
+        "phrase rules only it supports",
         "class, its product rules off",
         "class, those phrase rules off too",
         "recipient, both off",
