@@ -14,9 +14,18 @@ only F could have taught is switched off --
 * the product-keyed rules of F's products (``ENGINE_PRODUCTS`` of
   bench_bounce_generalization.py);
 * every phrase rule of the reason tables (``reasons.OVERRIDE_HARD``,
-  ``SPECIFIC_SOFT``, ``HARD``, ``GENERIC_SOFT``) that matches on F's messages and on
-  no message of any other family: the corpus's only support for such a rule is F,
-  the counterpart of a rule learnt from F alone.
+  ``SPECIFIC_SOFT``, ``HARD``, ``GENERIC_SOFT``) that gives the answer on F's
+  messages and on no message of any other family: the corpus's only support for
+  such a rule is F, the counterpart of a rule learnt from F alone.
+
+A rule gives the answer on a message (``support``) when the classifier, reading
+that message, looks a text up in the rule's table and the rule is the first of
+the table to match it.  A rule whose words occur in a message is not credited
+there when the table is never asked about that text (a decisive status code or
+an earlier table settled the reason first) or when an earlier rule of the same
+table matched first; such a message lends the rule no support, and a rule that
+gives the answer in one family only is switched off for it even if its words
+occur in others.
 
 What stays on: rules that other families support too, and the patterns that find a
 notice's recipients and decide what is a notice at all.  They were written with
@@ -121,7 +130,7 @@ def _rule_key(table: str, reason: str, index: int) -> str:
 
 @contextmanager
 def _recording(hits: set[str]) -> Iterator[None]:
-    """Record which phrase rule matches each time a reason table is consulted."""
+    """Record which phrase rule answers each time a reason table is consulted."""
     from outbox.bounce_parsing import reasons  # noqa: PLC0415
     from outbox.bounce_parsing.patterns import prepare  # noqa: PLC0415
 
@@ -175,7 +184,7 @@ def _without_rules(off: set[str]) -> Iterator[None]:
 
 
 def support(corpus: Path) -> dict[str, list[str]]:
-    """Phrase rule -> the families on whose messages it matches."""
+    """Phrase rule -> the families on whose messages it gives the answer (module doc)."""
     from outbox.bounce_parsing import parse_bounce  # noqa: PLC0415
 
     families: dict[str, set[str]] = collections.defaultdict(set)
@@ -359,7 +368,7 @@ def report(now: dict[str, Any], base: dict[str, Any] | None) -> None:
     head = [
         "family (corpus engines)",
         "records",
-        "phrase rules only it matches",
+        "phrase rules only it supports",
         "class, its product rules off",
         "class, those phrase rules off too",
         "recipient, both off",

@@ -93,6 +93,9 @@ SPECIFIC_SOFT: Table = (
             r"malformed or unexpected name server reply",
             r"name server (?:timeout|failure|error|not responding)",
             r"temporary failure in name resolution",
+            # The resolver's TRY_AGAIN text, which Postfix passes on: "Name service
+            # error for name=... type=MX: Host not found, try again".
+            r"host not found, try again",
             r"\bservfail\b",
             r"dns (?:timeout|server failure|servfail)",
         ),
@@ -296,10 +299,18 @@ HARD: Table = (
     (
         "no_mail_host",
         _rx(
-            r"null ?mx",
-            r"does not accept (?:e-?)?mail",
-            r"doesn'?t (?:accept|receive) (?:e-?)?mail",
-            r"no smtp service",
+            # The recipient's domain says it takes no mail at all -- one rule, worded
+            # as the standards and MTAs in general word it:
+            #   RFC 7505 null MX ("556 5.1.10 Recipient address has null MX");
+            #   RFC 7504 / RFC 1846 "521 Host does not accept mail", "556 Domain does
+            #   not accept mail";
+            #   Exim routers/dnslookup.c "an MX or SRV record indicated no SMTP service".
+            Manual(
+                r"null ?mx|(?:does not|doesn'?t) accept (?:e-?)?mail"
+                r"|record indicated no smtp service",
+                ("null", "mx", "accept", "no smtp service"),
+            ),
+            r"doesn'?t receive (?:e-?)?mail",
             r"no mx (?:record )?(?:found )?for (?:the )?domain",
             r"mail receiving disabled",
         ),
@@ -329,17 +340,34 @@ HARD: Table = (
     (
         "host_unknown",
         _rx(
-            r"(?:^|\s)(?:[a-z0-9-]+\.)+[a-z]{2,}\.? (?:does not|doesn'?t) exist",
-            r"host (?:or domain name )?(?:unknown|not found)",
-            r"unknown host",
-            Manual(r"(?:no such|unknown|non-?existent) (?:domain|host)", (" domain", " host")),
-            r"domain (?:name )?(?:not found|does not exist|doesn'?t exist|is not reachable|"
-            r"unknown|must exist)",
-            r"unroute?able (?:address|domain|recipient)",
-            r"name or service not known",
-            r"\bnxdomain\b",
-            r"couldn'?t find (?:a|any) (?:mail exchanger|host)",
-            r"could not find (?:a|any) (?:mail exchanger|host)",
+            # The recipient's domain has no mail route: its name does not resolve
+            # (NXDOMAIN) or names no reachable host.  One rule, worded as the
+            # standards and MTAs in general word it (RFC 3463 X.1.2 "bad destination
+            # system address", X.4.4 "unable to route"):
+            #   Postfix "Host or domain name not found. Name service error for ...:
+            #   Host not found" (the resolver's HOST_NOT_FOUND text);
+            #   Sendmail "550 <host>... Host unknown (Name server: ...: host not
+            #   found)" (Oracle Solaris sendmail guide);
+            #   Exim "Unrouteable address", "all relevant MX records point to
+            #   non-existent hosts";
+            #   qmail-remote "Sorry, I couldn't find any host named ... (#5.1.2)",
+            #   "Sorry, I couldn't find a mail exchanger or IP address. (#5.4.4)";
+            #   Exchange Online "550 5.4.310 DNS domain <name> does not exist";
+            #   getaddrinfo's EAI_NONAME "Name or service not known".
+            # A resolver that could not answer ("Host not found, try again",
+            # SERVFAIL, timeouts) is the network rule of SPECIFIC_SOFT, read first.
+            Manual(
+                r"host (?:or domain name )?(?:unknown|not found)|unknown host"
+                r"|(?:no such|unknown|non-?existent) (?:domain|host)"
+                r"|domain (?:name )?(?:not found|does not exist|doesn'?t exist|unknown)"
+                r"|(?:^|\s)(?:[a-z0-9-]+\.)+[a-z]{2,}\.? (?:does not|doesn'?t) exist"
+                r"|unroute?able (?:address|domain|recipient)"
+                r"|could(?: not|n'?t) find (?:a|any) (?:mail exchanger|host)"
+                r"|name or service not known|\bnxdomain\b",
+                ("host", "domain", "exist", "unrout", "find a", "find any", "name or service"),
+            ),
+            # Outlook.com's own wording ("... because the domain is not reachable").
+            r"domain (?:name )?(?:is not reachable|must exist)",
             r"mail domain mentioned in email address is unknown",
             r"\binvalid (?:recipient )?domain\b",
             # DragonFly Mail Agent: "DNS lookup failure: host example.org not found"

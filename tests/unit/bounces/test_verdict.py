@@ -403,3 +403,69 @@ def test_an_answer_echoing_the_recipient_backs_weak_wording_only_when_no_stage_i
     assert verdict(text)[:2] == ("hard", "user_unknown")
     # The notice says the refusal came after DATA: the echo does not move it to RCPT.
     assert verdict(text, context=">>> DATA\n<<< " + text)[:2] == ("soft", "unconfirmed_user")
+
+
+@pytest.mark.parametrize(
+    ("diagnostic", "fields", "reason"),
+    [
+        # Postfix, passing on the resolver's HOST_NOT_FOUND answer.
+        (
+            "Host or domain name not found. Name service error for name=gone.example.net "
+            "type=MX: Host not found",
+            {},
+            "host_unknown",
+        ),
+        # Sendmail.
+        (
+            "550 gone.example.net... Host unknown (Name server: gone.example.net: host not found)",
+            {},
+            "host_unknown",
+        ),
+        ("554 <a@gone.example.net>... 550 Host unknown", {}, "host_unknown"),
+        # Exim.
+        ("Unrouteable address", {}, "host_unknown"),
+        ("all relevant MX records point to non-existent hosts", {}, "host_unknown"),
+        # qmail-remote, without its parenthesised code.
+        ("Sorry, I couldn't find any host named gone.example.net.", {}, "host_unknown"),
+        ("Sorry, I couldn't find a mail exchanger or IP address.", {}, "host_unknown"),
+        # Exchange Online: a code of the X.4 subject, which leaves the reason to the words.
+        ("550 5.4.310 DNS domain gone.example.net does not exist", {}, "host_unknown"),
+        # getaddrinfo's answer for a name that does not exist.
+        ("lookup of gone.example.net: Name or service not known", {}, "host_unknown"),
+        # RFC 7504's reply texts, and Exim's reading of a null MX.
+        ("521 Host does not accept mail", {}, "no_mail_host"),
+        ("550 Domain does not accept mail", {}, "no_mail_host"),
+        # Sendmail puts RFC 7505's X.7.27 on a recipient domain's null MX.
+        ("550 Host does not accept mail", {"status": "5.7.27"}, "no_mail_host"),
+        ("an MX or SRV record indicated no SMTP service", {}, "no_mail_host"),
+    ],
+)
+def test_a_recipient_domain_without_a_mail_route_is_hard(
+    diagnostic: str, fields: dict[str, str], reason: str
+) -> None:
+    assert verdict(diagnostic, **fields)[:2] == ("hard", reason)
+
+
+@pytest.mark.parametrize(
+    ("diagnostic", "fields", "expected"),
+    [
+        # The resolver could not answer: the domain may well exist.
+        (
+            "Host or domain name not found. Name service error for name=slow.example.net "
+            "type=MX: Host not found, try again",
+            {},
+            ("soft", "network"),
+        ),
+        ("Host unknown (Temporary failure in name resolution)", {}, ("soft", "network")),
+        ("550 Host unknown (Name server: slow.example.net: SERVFAIL)", {}, ("soft", "network")),
+        # A temporary code or a delay warning is never hard, whatever the words.
+        ("451 4.4.4 Unrouteable address", {}, ("soft", "host_unknown")),
+        ("Host unknown", {"status": "4.4.3"}, ("soft", "host_unknown")),
+        ("No MX found for domain", {"action": "delayed", "status": "4.4.4"}, ("soft", "delayed")),
+        ("Host does not accept mail", {"action": "delayed"}, ("soft", "delayed")),
+    ],
+)
+def test_a_domain_failure_that_may_clear_stays_soft(
+    diagnostic: str, fields: dict[str, str], expected: tuple[str, str]
+) -> None:
+    assert verdict(diagnostic, **fields)[:2] == expected
