@@ -64,7 +64,10 @@ def config(settings: Settings, args: argparse.Namespace, out: Printer) -> Result
         if "worker" in processes:
             found += _pool_problems()
         return Problems(processes, found)
-    pools = [preflight.Shown(n, v, ("worker",), d) for n, v, d in worker_pools.shown(os.environ)]
+    pools = [
+        preflight.Shown(n, v, ("worker",), d)
+        for n, v, d in worker_pools.shown(os.environ, worker_pools.usable_cpus())
+    ]
     return Effective(preflight.effective(settings) + pools)
 
 

@@ -2,12 +2,13 @@
 
 ``outbox worker high|bulk`` reads these and becomes ``dramatiq outbox.worker``
 for its queue; ``outbox worker all`` runs the relay and both pools as children.
-Pure: the settings come from a mapping (the environment at the command's edge).
+Pure: the settings come from a mapping (the environment at the command's edge),
+the host's CPUs from :func:`usable_cpus`, the one function here that reads a file.
 
 A login-code pool is one process; a bulk pool has a process per CPU the host
 gives it (its CPU quota, where a container has one), since a process's sends
 are bound by its one interpreter: on two cores, two bulk processes drain a
-newsletter about a quarter faster at the same CPU per email (BENCHMARKS.md).
+newsletter about a sixth faster at about the same CPU per email (BENCHMARKS.md).
 
 Login codes get a short idle poll (5 ms) so they never wait on the broker
 consumer's backoff; bulk workers poll lazily and yield the CPU to the relay and
@@ -197,13 +198,13 @@ def check_all(environ: Mapping[str, str]) -> None:
         )
 
 
-def shown(environ: Mapping[str, str]) -> list[tuple[str, str, bool]]:
+def shown(environ: Mapping[str, str], cpus: int) -> list[tuple[str, str, bool]]:
     """Each pool setting for ``outbox config``: (name, value, whether it is the default).
     A value that cannot work is shown as given; ``outbox config check`` names it."""
     rows = []
     for name, (default, _, _) in _LIMITS.items():
         if name == "OUTBOX_BULK_PROCESSES" and not environ.get(name, "").strip():
-            rows.append((name, f"{usable_cpus()} (the CPUs)", True))
+            rows.append((name, f"{pool_processes('bulk', {}, cpus)} (the CPUs)", True))
             continue
         try:
             value = str(whole_number(environ, name))

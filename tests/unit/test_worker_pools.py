@@ -136,3 +136,12 @@ def test_the_small_profile_gives_each_pool_its_own_threads() -> None:
 def test_an_unknown_pool_is_refused() -> None:
     with pytest.raises(ConfigError, match="unknown worker pool"):
         pool("newsletters")
+
+
+def test_config_shows_the_bulk_pool_s_default_processes_as_the_cpus() -> None:
+    rows = {name: (value, default) for name, value, default in worker_pools.shown({}, 3)}
+    assert rows["OUTBOX_BULK_PROCESSES"] == ("3 (the CPUs)", True)
+    chosen = {
+        name: value for name, value, _ in worker_pools.shown({"OUTBOX_BULK_PROCESSES": "2"}, 3)
+    }
+    assert chosen["OUTBOX_BULK_PROCESSES"] == "2"
