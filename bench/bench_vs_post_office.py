@@ -20,6 +20,14 @@ sending processes to the last email marked sent (so start-up counts, as it
 does for a real drain); Outbox also gets its steady rate (first tenth to last,
 from ``sent_at``). The enqueue is not measured for either.
 
+Beside each rate, what an email cost in CPU over the same window: the
+sender's own processes' (the raw client's thread; the processes
+django-post-office and Outbox start, counted once they have exited), and
+smtp-sink's, Postgres's (its postmaster's tree: a backend that ended counts
+there) and Redis's; and how busy the machine's cores were (``/proc/stat``).
+A sender that keeps every core busy goes as fast as its CPU per email allows:
+a rate k times another's needs about a k-th of its CPU per email.
+
     python -m bench.bench_vs_post_office [--emails 20000] [--rounds 2]
 
 django-post-office comes from the ``bench`` extra: ``pip install -e '.[bench]'``.
@@ -28,20 +36,25 @@ django-post-office comes from the ``bench`` extra: ``pip install -e '.[bench]'``
 from __future__ import annotations
 
 import argparse
+import contextlib
 import email
 import email.policy
 import importlib.util
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
 import tempfile
 import textwrap
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
+import psutil
 import psycopg
 
 from bench import run
@@ -100,13 +113,89 @@ def contents(message: OutgoingMessage) -> tuple[str, str, str, str]:
     )
 
 
-def raw_round(sink_url: str, messages: list[OutgoingMessage], n: int) -> float:
-    elapsed, _cpu = run.send_raw(sink_url, messages, n)
-    return n / elapsed
+def machine_busy() -> float:
+    """CPU seconds the machine's cores spent on anything but idling, since boot."""
+    with open("/proc/stat") as stat:
+        fields = stat.readline().split()[1:]
+    user, nice, system, _idle, _iowait, irq, softirq, steal = map(int, fields[:8])
+    return (user + nice + system + irq + softirq + steal) / os.sysconf("SC_CLK_TCK")
 
 
-def post_office_round(sink_url: str, content: tuple[str, ...], n: int) -> float:
-    """Emails/s of ``send_queued_mail`` draining ``n`` queued emails."""
+def children_cpu() -> float:
+    """CPU seconds of this process's descendants that have exited and been waited for."""
+    used = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return used.ru_utime + used.ru_stime
+
+
+def tree_cpu(root: psutil.Process) -> dict[int, float]:
+    """CPU seconds by pid of a process tree: the root with its ended children
+    (a Postgres backend that ended counts in the postmaster), and each live
+    descendant's own."""
+    times = root.cpu_times()
+    spent = {root.pid: times.user + times.system + times.children_user + times.children_system}
+    for child in root.children(recursive=True):
+        with contextlib.suppress(psutil.NoSuchProcess):
+            spent[child.pid] = sum(child.cpu_times()[:2])
+    return spent
+
+
+def servers() -> dict[str, psutil.Process]:
+    """The machine's Postgres (its postmaster) and Redis, whose CPU a round counts."""
+    found = {}
+    for proc in psutil.process_iter(["name"]):
+        name = proc.info["name"]
+        if name == "postgres" and proc.parent().name() != "postgres":
+            found["postgres"] = proc
+        elif name == "redis-server":
+            found["redis"] = proc
+    return found
+
+
+@dataclass
+class Cost:
+    """CPU seconds spent while one sender ran, by kind, and the wall seconds it ran."""
+
+    spent: dict[str, float]
+    machine: float = 0.0  # every core's busy time, for how busy the cores were
+    wall: float = 0.0
+
+    def per_email(self, n: int) -> dict[str, float]:
+        """µs per email of each kind and all; the share of the cores kept busy."""
+        us = {kind: seconds / n * 1e6 for kind, seconds in self.spent.items()}
+        busy = self.machine / (self.wall * (os.cpu_count() or 1))
+        return {**us, "all": sum(us.values()), "busy": busy}
+
+
+@contextmanager
+def costing(sink_pid: int) -> Iterator[Cost]:
+    """What the block spent: its sender (the descendants it waited for, unless the
+    caller sets ``spent["sender"]`` itself), smtp-sink, Postgres and Redis."""
+    watched = {**servers(), "sink": psutil.Process(sink_pid)}
+    before = {kind: tree_cpu(proc) for kind, proc in watched.items()}
+    children, machine = children_cpu(), machine_busy()
+    cost = Cost({"sender": 0.0})
+    started = time.perf_counter()
+    yield cost
+    cost.wall = time.perf_counter() - started
+    cost.machine = machine_busy() - machine
+    if not cost.spent["sender"]:
+        cost.spent["sender"] = children_cpu() - children
+    for kind, proc in watched.items():
+        after = tree_cpu(proc)
+        cost.spent[kind] = sum(v - before[kind].get(pid, 0.0) for pid, v in after.items())
+
+
+def raw_round(sink: tuple[str, int], messages: list[OutgoingMessage], n: int) -> tuple[float, Cost]:
+    with costing(sink[1]) as cost:
+        elapsed, cost.spent["sender"] = run.send_raw(sink[0], messages, n)
+    return n / elapsed, cost
+
+
+def post_office_round(
+    sink: tuple[str, int], content: tuple[str, ...], n: int
+) -> tuple[float, Cost]:
+    """Emails/s of ``send_queued_mail`` draining ``n`` queued emails, and its cost."""
+    sink_url = sink[0]
     host, port = sink_url.removeprefix("smtp://").split(":")
     with run.database("dpo") as url, tempfile.TemporaryDirectory() as home:
         info = psycopg.conninfo.conninfo_to_dict(url)
@@ -143,41 +232,44 @@ def post_office_round(sink_url: str, content: tuple[str, ...], n: int) -> float:
         django("-m", "django", "migrate", "-v", "0")
         django("-c", FILL, json.dumps(content), str(n))
         lock = str(Path(home, "send"))
-        started = time.perf_counter()
-        django(
-            "-m",
-            "django",
-            "send_queued_mail",
-            "-p",
-            str(POST_OFFICE["processes"]),
-            "-l",
-            "1",
-            "-L",
-            lock,
-        )
-        elapsed = time.perf_counter() - started
+        with costing(sink[1]) as cost:
+            django(
+                "-m",
+                "django",
+                "send_queued_mail",
+                "-p",
+                str(POST_OFFICE["processes"]),
+                "-l",
+                "1",
+                "-L",
+                lock,
+            )
+        elapsed = cost.wall
         with psycopg.connect(url) as conn:
             sent = conn.execute("SELECT count(*) FROM post_office_email WHERE status = 0")
             count = int(sent.fetchone()[0])  # type: ignore[index]
         if count != n:
             raise RuntimeError(f"django-post-office sent {count} of {n}")
-    return n / elapsed
+    return n / elapsed, cost
 
 
-def outbox_round(sink_url: str, n: int, bulk: tuple[int, int]) -> tuple[float, float]:
-    """(wall emails/s, steady emails/s) of the Procfile's processes draining ``n``."""
+def outbox_round(sink: tuple[str, int], n: int, bulk: tuple[int, int]) -> tuple[float, float, Cost]:
+    """(wall emails/s, steady emails/s, cost) of the Procfile's processes draining ``n``.
+    The cost runs until the processes have exited, so it counts their stopping too."""
+    sink_url = sink[0]
     with run.database("vs") as url:
         settings = run.settings_for(url, sink_url)
         run.fill(settings, n)
         with psycopg.connect(url, autocommit=True) as conn:
             conn.execute("VACUUM (FREEZE, ANALYZE)")
             env = {**settings.to_env(), "OUTBOX_LOG_LEVEL": "WARNING"}
-            started = time.perf_counter()
-            with Pipeline(env, high=(0, 0), bulk=bulk, split_relays=True):
-                while run.count_status(settings, "sent") < n:
-                    time.sleep(0.05)
-                elapsed = time.perf_counter() - started
-            return n / elapsed, steady_rate(conn)
+            with costing(sink[1]) as cost:
+                started = time.perf_counter()
+                with Pipeline(env, high=(0, 0), bulk=bulk, split_relays=True):
+                    while run.count_status(settings, "sent") < n:
+                        time.sleep(0.05)
+                    elapsed = time.perf_counter() - started
+            return n / elapsed, steady_rate(conn), cost
 
 
 def main() -> int:
@@ -195,24 +287,31 @@ def main() -> int:
     bulk = (pool.processes, pool.threads)
     load = os.getloadavg()[0]
     figures: dict[str, list[float]] = {"raw": [], "post_office": [], "outbox": [], "steady": []}
-    with postfix_sink() as (sink_url, _pid):
+    costs: dict[str, list[Cost]] = {"raw": [], "post_office": [], "outbox": []}
+    with postfix_sink() as sink:
         step("pre-rendering the raw limit's messages")
-        messages = run.prerendered(sink_url, min(args.emails, 2000))
+        messages = run.prerendered(sink[0], min(args.emails, 2000))
         content = contents(messages[0])
 
+        def raw() -> None:
+            rate, cost = raw_round(sink, messages, args.emails)
+            figures["raw"].append(rate)
+            costs["raw"].append(cost)
+
+        def post_office() -> None:
+            rate, cost = post_office_round(sink, content, args.emails)
+            figures["post_office"].append(rate)
+            costs["post_office"].append(cost)
+
         def outbox() -> None:
-            wall, steady = outbox_round(sink_url, args.emails, bulk)
+            wall, steady, cost = outbox_round(sink, args.emails, bulk)
             figures["outbox"].append(wall)
             figures["steady"].append(steady)
+            costs["outbox"].append(cost)
 
         rounds: list[tuple[str, Callable[[], None]]] = [
-            ("raw", lambda: figures["raw"].append(raw_round(sink_url, messages, args.emails))),
-            (
-                "django-post-office",
-                lambda: figures["post_office"].append(
-                    post_office_round(sink_url, content, args.emails)
-                ),
-            ),
+            ("raw", raw),
+            ("django-post-office", post_office),
             ("Outbox", outbox),
         ]
         try:
@@ -223,6 +322,8 @@ def main() -> int:
         finally:
             run.forget_namespaces()
     print(report(args, bulk, figures, load))
+    print()
+    print(cost_table(costs, args.emails))
     return 0
 
 
@@ -256,6 +357,23 @@ def report(
             {os.getloadavg()[0]:.1f} at the end, {os.cpu_count()} cores."""
         ),
     ]
+    return "\n".join(lines)
+
+
+def cost_table(costs: dict[str, list[Cost]], n: int) -> str:
+    """CPU per email of each sender by kind, the median of its rounds, in µs."""
+    names = {"raw": "raw limit", "post_office": "django-post-office", "outbox": "Outbox"}
+    kinds = ("all", "sender", "sink", "postgres", "redis")
+    lines = [
+        "| sender | CPU per email: all | its own processes | smtp-sink | Postgres | Redis"
+        " | cores busy |",
+        "|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    for key, name in names.items():
+        each = [c.per_email(n) for c in costs[key]]
+        median = {k: statistics.median(e.get(k, 0.0) for e in each) for k in (*kinds, "busy")}
+        cells = " | ".join(f"{median[k]:,.0f} µs" for k in kinds)
+        lines.append(f"| {name} | {cells} | {median['busy']:.0%} |")
     return "\n".join(lines)
 
 
