@@ -14,7 +14,7 @@ from typing import Any
 import orjson
 
 from outbox.db.sql import load_queries
-from outbox.db.store.connections import Conn, translate_errors
+from outbox.db.store.connections import Conn, id_array, translate_errors
 from outbox.db.store.texts import storable_text
 
 queries = load_queries(__name__)
@@ -58,7 +58,7 @@ def record_results(conn: Conn, results: Sequence[tuple[str, AttemptRecord]]) -> 
     were still the worker's. Recipients refused at RCPT TO are suppressed in the
     same transaction (an autocommit connection gets one only then)."""
     rows = [_result_row(worker, record) for worker, record in results]
-    payload = {"results": orjson.dumps(rows).decode(), "ids": [r.id for _, r in results]}
+    payload = {"results": orjson.dumps(rows).decode(), "ids": id_array(r.id for _, r in results)}
     refused = any(record.suppress for _, record in results)
     together = conn.transaction() if refused else contextlib.nullcontext()
     with translate_errors(), together:
@@ -95,7 +95,8 @@ def return_unattempted(
     """Hand rows back without an attempt; the status each one took (pending, or dead
     past the age limit), by id. A row no longer held by its worker is left out."""
     payload = orjson.dumps(list(rows)).decode()  # orjson writes dataclasses natively
-    args = {"rows": payload, "ids": [r.id for r in rows], "max_age_seconds": max_age_seconds}
+    ids = id_array(r.id for r in rows)
+    args = {"rows": payload, "ids": ids, "max_age_seconds": max_age_seconds}
     with translate_errors():
         found = conn.execute(queries["return_unattempted"], args).fetchall()
     return {int(r[0]): str(r[1]) for r in found}

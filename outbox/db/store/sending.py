@@ -13,7 +13,7 @@ from typing import Any
 from psycopg.rows import tuple_row
 
 from outbox.db.sql import load_queries
-from outbox.db.store.connections import Conn, translate_errors
+from outbox.db.store.connections import Conn, id_array, translate_errors
 
 queries = load_queries(__name__)
 
@@ -56,7 +56,7 @@ def load_attachments(conn: Conn, hashes: Sequence[str]) -> dict[str, bytes]:
 
 
 def take_for_sending(conn: Conn, ids: Sequence[int], worker: str) -> list[OutboxRow]:
-    args = {"ids": list(ids), "worker": worker}
+    args = {"ids": id_array(ids), "worker": worker}
     with translate_errors(), conn.cursor(row_factory=tuple_row) as cur:
         cur.execute(queries["lock_published"], args)
         # A new statement, a new snapshot: the relay's commit is visible now.

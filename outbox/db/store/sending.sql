@@ -5,7 +5,7 @@ SELECT sha256, content FROM email_attachment_blob WHERE sha256 = ANY(%(hashes)s)
 -- lock_published --
 -- Wait for the relay that published these rows to commit its claim: a message
 -- can arrive first, and an UPDATE would then see the rows still pending.
-SELECT id FROM email_outbox WHERE id = ANY(%(ids)s) ORDER BY id FOR UPDATE;
+SELECT id FROM email_outbox WHERE id = ANY(%(ids)s::bigint[]) ORDER BY id FOR UPDATE;
 
 -- take_for_sending --
 -- Move published rows to sending; a row not in queued (already sent, in flight
@@ -16,7 +16,7 @@ SELECT id FROM email_outbox WHERE id = ANY(%(ids)s) ORDER BY id FOR UPDATE;
 UPDATE email_outbox
 SET status = 'sending', status_reason = 'taken by worker', attempts = attempts + 1,
     locked_by = %(worker)s, locked_at = now()
-WHERE id = ANY(%(ids)s) AND CASE status WHEN 'queued' THEN true ELSE false END
+WHERE id = ANY(%(ids)s::bigint[]) AND CASE status WHEN 'queued' THEN true ELSE false END
 RETURNING id, idempotency_key, recipient, template, params, message_id, priority, attempts,
           created_at, greatest(created_at, requeued_at, send_at) AS age_from, template_version,
           trace_context,
