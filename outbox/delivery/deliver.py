@@ -57,11 +57,6 @@ log = logging.getLogger(__name__)
 
 # A row whose attachment this worker cannot see comes back this much later.
 _UNAVAILABLE_WAIT = 60.0
-# The longest a bulk result gathers others before it is written when no thread
-# waits for it. One always does soon: the same thread, before its next dot or
-# at the end of its batch; this bounds only a thread held up in between (a
-# connection timing out). A login code's result is written at once.
-_BULK_RESULT_LINGER = 0.1
 
 
 # A send is routine; a retry worth a line; a refusal a warning; giving up an error.
@@ -169,7 +164,6 @@ class Delivery:
             ),
             max_age_seconds=settings.max_age_seconds,
             postgres=self.postgres,
-            linger=_BULK_RESULT_LINGER,
         )
         # During an outage each email's return is counted, and logged once per interval.
         self.returned = Summary(log, "emails returned to pending without an attempt")
@@ -216,7 +210,7 @@ class Delivery:
                 if isinstance(result, sending.Deferral):
                     deferred.append(result)
                     continue
-                previous = self.results.submit(worker, result, urgent=row.priority == Priority.HIGH)
+                previous = self.results.submit(worker, result)
                 committed.append(previous)
                 if isinstance(result, results.Unattempted) and index + 1 < len(rows):
                     # The path just failed: the rest of the batch would wait for the same

@@ -13,13 +13,6 @@ The committer's thread takes everything handed over since its last commit and
 writes it in one statement (:func:`outbox.db.results.record_results`, and
 :func:`outbox.db.results.return_unattempted` for rows handed back untried), so
 eight threads cost about one commit per round trip of the relay, not eight.
-It writes when a result is wanted: a thread waits for one (before its next
-dot, or at the end of its batch), a login code's result is handed over
-(``urgent``), or the oldest result has waited ``linger`` seconds. Until then
-bulk results gather: a statement's fixed cost (the statement trigger, the
-round trip, the commit) is most of what one result alone costs Postgres, and
-how many results a thread may have uncommitted does not change: one, the
-previous, which its next dot waits for.
 
 While Postgres is away the results wait here and the committer tries again
 (the rows stay ``sending`` under this live process, so no sweep takes them);
@@ -53,17 +46,13 @@ class Committed:
     """A result on its way to Postgres; :meth:`wait` gives its row's new status
     once it is committed (None: the row was no longer this worker's)."""
 
-    __slots__ = ("_committer", "_done", "error", "result", "since", "status", "worker")
+    __slots__ = ("_done", "error", "result", "status", "worker")
 
-    def __init__(
-        self, worker: str, result: Result, committer: ResultCommitter | None = None
-    ) -> None:
+    def __init__(self, worker: str, result: Result) -> None:
         self.worker = worker
         self.result = result
         self.status: str | None = None
         self.error: StoreError | None = None
-        self.since = time.monotonic()  # handed over
-        self._committer = committer  # told when someone waits for this result
         self._done = threading.Event()
 
     def done(self) -> bool:
@@ -72,8 +61,6 @@ class Committed:
     def wait(self, timeout: float | None = None) -> str | None:
         """The row's new status once committed; raises the error that kept it out,
         or ``TimeoutError`` if it is not committed within ``timeout``."""
-        if not self._done.is_set() and self._committer is not None:
-            self._committer._wanted(self)
         if not self._done.wait(timeout):
             raise TimeoutError(f"the result of email {self.result.id} is not committed yet")
         if self.error is not None:
@@ -94,16 +81,11 @@ class ResultCommitter:
         *,
         max_age_seconds: float,
         postgres: DownOnce | None = None,
-        linger: float = 0.0,
     ) -> None:
         self._connect = connect  # an autocommit connection of the committer's own
         self._conn: connections.Conn | None = None
         self.max_age_seconds = max_age_seconds
-        # How long a result nobody waits for may gather others (0: none gather).
-        self.linger = linger
         self._waiting: list[Committed] = []
-        self._wanted_now = False  # a thread waits for a result, or an urgent one came
-        self._writing = 0  # the first results of _waiting, being written
         self._changed = threading.Condition()
         self._thread: threading.Thread | None = None
         self._deadline: float | None = None  # set by close(): give up retrying after it
@@ -111,15 +93,13 @@ class ResultCommitter:
         # Shared with the process's other users of Postgres: one line when it goes, one back.
         self.postgres = postgres or DownOnce(log, "Postgres")
 
-    def submit(self, worker: str, result: Result, *, urgent: bool = True) -> Committed:
-        """Hand a result over; it is committed with whatever else is waiting, at
-        once if ``urgent`` (a login code's), else when it is wanted (see above)."""
-        item = Committed(worker, result, self)
+    def submit(self, worker: str, result: Result) -> Committed:
+        """Hand a result over; it is committed with whatever else is waiting."""
+        item = Committed(worker, result)
         with self._changed:
             if self._closing:
                 raise RuntimeError("the result committer is closed")
             self._waiting.append(item)
-            self._wanted_now = self._wanted_now or urgent
             if self._thread is None:
                 self._thread = threading.Thread(
                     target=self._run, name="outbox-result-committer", daemon=True
@@ -150,31 +130,14 @@ class ResultCommitter:
         self._drop()
         return left == 0 and (thread is None or not thread.is_alive())
 
-    def _wanted(self, item: Committed) -> None:
-        """A thread is about to wait for ``item``: if it is still gathering, what is
-        gathered is written now (else it is in the write under way)."""
-        with self._changed:
-            if not self._wanted_now and item in self._waiting[self._writing :]:
-                self._wanted_now = True
-                self._changed.notify()
-
-    def _until_due(self) -> float | None:
-        """Seconds before what is waiting is to be written: 0 now; None: nothing waits."""
-        if not self._waiting:
-            return 0.0 if self._closing else None
-        if self._closing or self._wanted_now:
-            return 0.0
-        return max(0.0, self._waiting[0].since + self.linger - time.monotonic())
-
     def _run(self) -> None:
         while True:
             with self._changed:
-                while (left := self._until_due()) != 0.0:
-                    self._changed.wait(left)
+                while not self._waiting and not self._closing:
+                    self._changed.wait()
                 if not self._waiting:
                     return
                 group = list(self._waiting)
-                self._writing, self._wanted_now = len(group), False
             try:
                 self._commit(group)
             except _OutOfTime:
@@ -187,7 +150,6 @@ class ResultCommitter:
                         item._finish(None, error)
             with self._changed:
                 del self._waiting[: len(group)]
-                self._writing = 0
 
     def _commit(self, group: Sequence[Committed]) -> None:
         """Write ``group``, trying again while the connection (not the statement) fails."""

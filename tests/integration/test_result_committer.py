@@ -7,7 +7,6 @@ from __future__ import annotations
 import dataclasses
 import functools
 import threading
-import time
 from collections.abc import Callable, Iterator
 
 import psycopg.conninfo
@@ -81,11 +80,9 @@ def test_a_writer_that_prepares_plans_once_and_records_alike(settings: Settings)
 _OPEN: list[ResultCommitter] = []
 
 
-def _committer(
-    settings: Settings, connect_to: Callable[[], connections.Conn], linger: float = 0.0
-) -> ResultCommitter:
+def _committer(settings: Settings, connect_to: Callable[[], connections.Conn]) -> ResultCommitter:
     """A committer the test closes, whatever the test leaves held."""
-    committer = ResultCommitter(connect_to, max_age_seconds=settings.max_age_seconds, linger=linger)
+    committer = ResultCommitter(connect_to, max_age_seconds=settings.max_age_seconds)
     _OPEN.append(committer)
     return committer
 
@@ -150,38 +147,6 @@ def test_results_handed_over_during_a_commit_go_together_in_the_next(settings: S
     )
     assert len(xids) == 1
     assert query(settings, "SELECT count(*) FROM email_attempt") == [(5,)]
-
-
-def test_bulk_results_gather_until_one_is_waited_for_then_go_in_one_commit(
-    settings: Settings,
-) -> None:
-    with pool(settings) as conn_pool:
-        ids = _taken(settings, conn_pool, 4, "w7")
-        committer = _committer(settings, connect(settings), linger=3600.0)
-        handed = [committer.submit("w7", _sent(i), urgent=False) for i in ids]
-        time.sleep(0.3)  # time enough for a commit, were one due
-        assert not any(h.done() for h in handed)
-        assert query(settings, "SELECT count(*) FROM email_attempt") == [(0,)]
-        assert handed[1].wait(10) == "sent"  # a thread waits: all four are written
-        assert all(h.done() for h in handed)
-    xids = query(settings, "SELECT DISTINCT xmin::text FROM email_outbox WHERE id = ANY(%s)", ids)
-    assert len(xids) == 1
-
-
-def test_an_urgent_result_or_one_past_the_linger_is_written_with_no_one_waiting(
-    settings: Settings,
-) -> None:
-    with pool(settings) as conn_pool:
-        bulk, login = _taken(settings, conn_pool, 2, "w8")
-        lingering = _committer(settings, connect(settings), linger=0.05)
-        gathering = _committer(settings, connect(settings), linger=3600.0)
-        late = lingering.submit("w8", _sent(bulk), urgent=False)
-        at_once = gathering.submit("w8", _sent(login), urgent=True)
-        deadline = time.monotonic() + 10
-        while not (late.done() and at_once.done()) and time.monotonic() < deadline:
-            time.sleep(0.01)
-    assert (late.status, at_once.status) == ("sent", "sent")
-    assert query(settings, "SELECT count(*) FROM email_attempt") == [(2,)]
 
 
 def test_a_result_postgres_refuses_does_not_hold_up_the_others(settings: Settings) -> None:
