@@ -36,7 +36,10 @@ class DownOnce:
                 return False
             self.down_since = self.clock()
         suffix = f"; {waiting} waiting" if waiting else ""
-        self.log.warning("%s is down: %s%s", self.part, error, suffix)
+        # One line: a Postgres error cut short inside a trigger carries its
+        # CONTEXT, the trigger's whole SQL, which says nothing of the outage.
+        said = (str(error).splitlines() or [type(error).__name__])[0]
+        self.log.warning("%s is down: %s%s", self.part, said, suffix)
         return True
 
     def ok(self, *, began: float | None = None, waiting: str = "") -> bool:

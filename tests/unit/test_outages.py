@@ -39,6 +39,24 @@ def test_down_once_says_down_once_and_back_once(caplog: pytest.LogCaptureFixture
     assert not part.is_down
 
 
+def test_an_outage_is_said_in_one_line_without_the_errors_sql_context(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    error = (
+        "recording results: database error: terminating connection due to administrator"
+        ' command\nCONTEXT:  SQL statement "WITH changed AS (\n    SELECT n.id\n)"\n'
+        "PL/pgSQL function email_outbox_record_update() line 3 at SQL statement"
+    )
+    part = DownOnce(logging.getLogger("t"), "Postgres", clock=Clock())
+    with caplog.at_level(logging.WARNING):
+        assert part.failed(error, waiting="results of 1 rows") is True
+    lines = [r.getMessage() for r in caplog.records]
+    assert lines == [
+        "Postgres is down: recording results: database error: terminating connection due to"
+        " administrator command; results of 1 rows waiting"
+    ]
+
+
 def test_a_success_of_work_begun_before_the_outage_is_not_back(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
