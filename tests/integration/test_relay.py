@@ -10,7 +10,6 @@ import redis
 
 from outbox.broker import make_broker
 from outbox.config import Settings
-from outbox.db.store import relaying, sending
 from outbox.models import Priority
 from outbox.relay.broker_watch import broker_watch
 from outbox.relay.loop import Relay
@@ -85,34 +84,6 @@ def test_failed_publish_leaves_rows_pending(settings: Settings) -> None:
     with pool(settings) as p, pytest.raises(ConnectionError):
         Relay(settings, p, Recorder(fail=True)).run_round()
     assert statuses(settings) == {"pending": 20}
-
-
-def test_a_claim_lost_after_publishing_is_claimed_again_and_sent_once(
-    settings: Settings,
-) -> None:
-    # The claim commits without waiting for the disk: a crash can lose it after
-    # its message left. Its rows are then pending; the stale message takes
-    # nothing, and the claim made anew is taken once.
-    ids = add_newsletter(settings, 3)
-    with pool(settings) as p:
-        with p.connection() as conn:
-            stale = [c.id for c in relaying.claim_due(conn, priority="bulk", limit=10, relay="r")]
-            setting = conn.execute("SHOW synchronous_commit").fetchone()
-            conn.rollback()  # what the crash left: the claim never happened
-        assert setting == ("off",)
-        assert sorted(stale) == sorted(ids)
-        with p.connection() as conn:
-            assert conn.execute("SHOW synchronous_commit").fetchone() == ("on",)
-            assert sending.take_for_sending(conn, stale, "w:stale") == []
-        recorder = Recorder()
-        Relay(settings, p, recorder).run_round()
-        with p.connection() as conn:
-            assert len(sending.take_for_sending(conn, recorder.ids(), "w:1")) == 3
-        with p.connection() as conn:
-            assert sending.take_for_sending(conn, stale, "w:stale") == []
-    assert sorted(recorder.ids()) == sorted(ids)
-    assert statuses(settings) == {"sending": 3}
-    assert query(settings, "SELECT DISTINCT locked_by FROM email_outbox") == [("w:1",)]
 
 
 def test_rows_not_yet_due_wait(settings: Settings) -> None:

@@ -34,11 +34,8 @@ class Claimed:
 
 
 def claim_due(conn: Conn, *, priority: str, limit: int, relay: str) -> list[Claimed]:
-    """Mark up to ``limit`` due rows ``queued`` under ``relay``; the transaction
-    (the caller's) then commits without waiting for the disk (claim_without_flush)."""
     args = {"priority": priority, "limit": limit, "relay": relay}
     with translate_errors():
-        conn.execute(queries["claim_without_flush"])
         return [Claimed(r[0], r[1]) for r in conn.execute(queries["claim_due"], args).fetchall()]
 
 

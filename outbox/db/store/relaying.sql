@@ -9,15 +9,6 @@ WHERE status IN ('queued', 'sending') AND priority = %(priority)s;
 SELECT extract(epoch FROM min(next_attempt_at) - now())::float8 FROM email_outbox
 WHERE status = 'pending' AND priority = %(priority)s;
 
--- claim_without_flush --
--- The relay's claim commits without waiting for its WAL to reach the disk
--- (this transaction only). A claim lost in a crash or failover costs nothing:
--- its rows are pending again and claimed anew, and a message published for
--- them finds them not queued and sends nothing. The worker's take does wait
--- for the disk, and WAL is flushed in order, so no take outlives the claim
--- before it. A login code's path waits for one flush fewer.
-SET LOCAL synchronous_commit = off;
-
 -- claim_due --
 -- Take due rows of one priority, oldest first, skipping rows another relay holds.
 WITH due AS (
