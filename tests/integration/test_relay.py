@@ -10,6 +10,7 @@ import redis
 
 from outbox.broker import make_broker
 from outbox.config import Settings
+from outbox.db.store import relaying, sending
 from outbox.models import Priority
 from outbox.relay.broker_watch import broker_watch
 from outbox.relay.loop import Relay
@@ -84,6 +85,30 @@ def test_failed_publish_leaves_rows_pending(settings: Settings) -> None:
     with pool(settings) as p, pytest.raises(ConnectionError):
         Relay(settings, p, Recorder(fail=True)).run_round()
     assert statuses(settings) == {"pending": 20}
+
+
+def test_a_claim_rolled_back_after_publishing_is_claimed_again_and_taken_once(
+    settings: Settings,
+) -> None:
+    # A relay that dies between publishing and committing: its rows are pending
+    # again; the stale message takes nothing, and the claim made anew is taken once.
+    ids = add_newsletter(settings, 3)
+    with pool(settings) as p:
+        with p.connection() as conn:
+            stale = [c.id for c in relaying.claim_due(conn, priority="bulk", limit=10, relay="r")]
+            conn.rollback()
+        assert sorted(stale) == sorted(ids)
+        with p.connection() as conn:
+            assert sending.take_for_sending(conn, stale, "w:stale") == []
+        recorder = Recorder()
+        Relay(settings, p, recorder).run_round()
+        with p.connection() as conn:
+            assert len(sending.take_for_sending(conn, recorder.ids(), "w:1")) == 3
+        with p.connection() as conn:
+            assert sending.take_for_sending(conn, stale, "w:stale") == []
+    assert sorted(recorder.ids()) == sorted(ids)
+    assert statuses(settings) == {"sending": 3}
+    assert query(settings, "SELECT DISTINCT locked_by FROM email_outbox") == [("w:1",)]
 
 
 def test_rows_not_yet_due_wait(settings: Settings) -> None:
