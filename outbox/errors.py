@@ -35,6 +35,13 @@ An SMTP rejection is not an exception: the transport returns a reply and
 from __future__ import annotations
 
 
+def first_line(error: object) -> str:
+    """The first line of an error's text, or its type's name if it has none. A
+    database error goes on with its context (``LINE 4: ...``, or ``CONTEXT:`` and
+    a trigger's whole SQL): that is for a developer's log, not an operator's line."""
+    return (str(error).splitlines() or [type(error).__name__])[0]
+
+
 class OutboxError(Exception):
     """An Outbox error."""
 

@@ -14,7 +14,7 @@ from pathlib import Path
 from outbox import redact
 from outbox.cli.output import Printer, Result
 from outbox.config import Settings, default_settings
-from outbox.errors import OutboxError
+from outbox.errors import OutboxError, first_line
 from outbox.preflight import common_problems, settings_or_exit
 
 # What runs a command: its settings, its arguments, the printer of its notes.
@@ -57,9 +57,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return out.show(_command(args)(settings, args, out))
     except OutboxError as exc:
-        # One line: a database error's context (LINE 4: ...) is for a developer's log.
-        said = (str(exc).splitlines() or [type(exc).__name__])[0]
-        print(f"outbox: {redactor.text(said)}", file=sys.stderr)
+        print(f"outbox: {redactor.text(first_line(exc))}", file=sys.stderr)
         return 2
 
 

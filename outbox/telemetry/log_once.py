@@ -10,6 +10,8 @@ import time
 from collections import Counter
 from collections.abc import Callable
 
+from outbox.errors import first_line
+
 
 class DownOnce:
     """The state of one part (a transport, the broker, Postgres) as this process sees it."""
@@ -36,10 +38,7 @@ class DownOnce:
                 return False
             self.down_since = self.clock()
         suffix = f"; {waiting} waiting" if waiting else ""
-        # One line: a Postgres error cut short inside a trigger carries its
-        # CONTEXT, the trigger's whole SQL, which says nothing of the outage.
-        said = (str(error).splitlines() or [type(error).__name__])[0]
-        self.log.warning("%s is down: %s%s", self.part, said, suffix)
+        self.log.warning("%s is down: %s%s", self.part, first_line(error), suffix)
         return True
 
     def ok(self, *, began: float | None = None, waiting: str = "") -> bool:

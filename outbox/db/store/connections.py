@@ -21,7 +21,7 @@ import psycopg.conninfo
 from psycopg.types.json import set_json_loads
 from psycopg_pool import ConnectionPool, PoolTimeout
 
-from outbox.errors import PoolExhausted, SchemaMissing, StoreError
+from outbox.errors import PoolExhausted, SchemaMissing, StoreError, first_line
 
 Conn = psycopg.Connection[Any]
 
@@ -40,9 +40,9 @@ def translate_errors() -> Iterator[None]:
     try:
         yield
     except _SCHEMA_MISSING as exc:
-        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         raise SchemaMissing(
-            f"the database has no Outbox tables or older ones ({first}): run `outbox migrate`"
+            f"the database has no Outbox tables or older ones ({first_line(exc)}):"
+            " run `outbox migrate`"
         ) from exc
     except psycopg.Error as exc:
         raise StoreError(f"database error: {exc}") from exc

@@ -68,12 +68,12 @@ def taken_by(conn: Conn, ids: Sequence[int], worker: str) -> list[OutboxRow]:
     """The rows of ``ids`` that ``worker`` holds ``sending``: what a take whose
     commit went unanswered did take."""
     with translate_errors(), conn.cursor(row_factory=tuple_row) as cur:
-        rows = cur.execute(queries["taken_by"], {"ids": list(ids), "worker": worker}).fetchall()
+        rows = cur.execute(queries["taken_by"], {"ids": id_array(ids), "worker": worker}).fetchall()
     return [OutboxRow(*r) for r in rows]
 
 
 def release_unattempted(conn: Conn, ids: Sequence[int], worker: str, reason: str) -> None:
-    args = {"ids": list(ids), "worker": worker, "reason": reason}
+    args = {"ids": id_array(ids), "worker": worker, "reason": reason}
     with translate_errors():
         conn.execute(queries["release_unattempted"], args)
 

@@ -34,7 +34,7 @@ SELECT id,    idempotency_key, recipient, template, params, message_id, priority
        coalesce(headers, '[]'), coalesce(tags, '{}'), coalesce(metadata, '{}'),
        coalesce(cc, '{}'), coalesce(bcc, '{}'), locale, coalesce(attachments, '[]')
 FROM email_outbox  -- CASE: see take_for_sending
-WHERE id = ANY(%(ids)s) AND CASE status WHEN 'sending' THEN locked_by END = %(worker)s;
+WHERE id = ANY(%(ids)s::bigint[]) AND CASE status WHEN 'sending' THEN locked_by END = %(worker)s;
 
 -- release_unattempted --
 -- Hand back rows a worker took but never tried (shutdown, deadline); the
@@ -43,7 +43,7 @@ WHERE id = ANY(%(ids)s) AND CASE status WHEN 'sending' THEN locked_by END = %(wo
 UPDATE email_outbox
 SET status = 'pending', status_reason = %(reason)s, attempts = attempts - 1,
     locked_by = NULL, locked_at = NULL
-WHERE id = ANY(%(ids)s)  -- CASE: see take_for_sending
+WHERE id = ANY(%(ids)s::bigint[])  -- CASE: see take_for_sending
   AND CASE status WHEN 'sending' THEN locked_by END = %(worker)s;
 
 -- defer_paced --
